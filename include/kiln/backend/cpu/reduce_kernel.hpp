@@ -1,0 +1,120 @@
+// kiln: reductions that are not along the last axis, on the CPU. Fuses the pointwise
+// prologue (recomputed from the inputs, never stored) with the reduction; writes only the
+// reduced values.
+// - AxisReduce: out[o, j] = reduce_k f(o, k, j) for an axis k before the last; each task owns
+//   a slice of output columns and keeps its accumulators on the stack.
+// - TotalReduce: everything to one value. Partial results per fixed-size chunk are combined
+//   in chunk order, so the result does not depend on the number of threads.
+#pragma once
+#include <algorithm>
+#include <vector>
+
+#include "kiln/backend/cpu/row_kernel.hpp"
+
+namespace kiln::cpu {
+
+template <class Desc>
+struct ReduceKernelCpu;
+
+template <class T, ReduceKind K, class Tree, bool Total, int NL, int NC>
+struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
+  // Rows and loads are those of the reduction's input space; `axis` is a row dim (AxisReduce).
+  struct Args : RowArgs<T, NL, NC, 0> {
+    int axis = 0;
+  };
+  using Op = Reduce<K, 0, false, false>;
+  static constexpr index_t kColumns = 256;   // AxisReduce: output columns per task
+  static constexpr index_t kChunk = 1 << 14; // TotalReduce: elements per partial
+
+  static KILN_INLINE T combine(T a, T b) {
+    if constexpr (K == ReduceKind::Max) return std::max(a, b);
+    else if constexpr (K == ReduceKind::Min) return std::min(a, b);
+    else return a + b;
+  }
+
+  template <bool Unit>
+  static T partial(const Args& a, index_t r, index_t j0, index_t j1) {
+    RowContext<T, NL, NC, 0, Unit> ctx;
+    ctx.inner = a.inner;
+    ctx.consts = a.consts;
+    set_row(ctx, a, r);
+    for (int s = 0; s < NL; ++s) ctx.row_ptr[s] += j0 * a.inner[s];
+    T acc = Op::template identity<T>();
+    const index_t n = j1 - j0;
+    if constexpr (K == ReduceKind::Max) {
+      KILN_SIMD_REDUCE(max, acc)
+      for (index_t j = 0; j < n; ++j) acc = std::max(acc, Tree::template eval<T>(ctx, j));
+    } else if constexpr (K == ReduceKind::Min) {
+      KILN_SIMD_REDUCE(min, acc)
+      for (index_t j = 0; j < n; ++j) acc = std::min(acc, Tree::template eval<T>(ctx, j));
+    } else {
+      KILN_SIMD_REDUCE(+, acc)
+      for (index_t j = 0; j < n; ++j) acc += Tree::template eval<T>(ctx, j);
+    }
+    return acc;
+  }
+
+  static void run_total(const Args& a) {
+    const index_t per_row = std::max<index_t>(1, (a.len + kChunk - 1) / kChunk);
+    const index_t chunk = (a.len + per_row - 1) / per_row;
+    const index_t tasks = a.rows * per_row;
+    std::vector<T> partials(static_cast<std::size_t>(std::max<index_t>(tasks, 1)), Op::template identity<T>());
+    parallel_for(tasks, a.rows * a.len, [&](index_t t) {
+      const index_t r = t / per_row, j0 = (t % per_row) * chunk, j1 = std::min(a.len, j0 + chunk);
+      partials[t] = a.unit_inner ? partial<true>(a, r, j0, j1) : partial<false>(a, r, j0, j1);
+    });
+    T acc = Op::template identity<T>();
+    for (T p : partials) acc = combine(acc, p);
+    a.out[0] = Op::template finish<T>(acc, a.rows * a.len);
+  }
+
+  template <bool Unit>
+  static void axis_task(const Args& a, index_t out_row, index_t j0, index_t j1) {
+    // Row dims of the input with `axis` removed index the output rows.
+    index_t rest = out_row, base_row = 0, row_stride = 1;
+    for (int d = a.nrow_dims - 1; d >= 0; --d) {
+      if (d != a.axis) {
+        const index_t i = rest % a.row_dims[d];
+        rest /= a.row_dims[d];
+        base_row += i * row_stride;
+      }
+      row_stride *= a.row_dims[d];
+    }
+    index_t axis_stride = 1;
+    for (int d = a.axis + 1; d < a.nrow_dims; ++d) axis_stride *= a.row_dims[d];
+    T acc[kColumns];
+    const index_t n = j1 - j0;
+    for (index_t j = 0; j < n; ++j) acc[j] = Op::template identity<T>();
+    RowContext<T, NL, NC, 0, Unit> ctx;
+    ctx.inner = a.inner;
+    ctx.consts = a.consts;
+    for (index_t k = 0; k < a.row_dims[a.axis]; ++k) {
+      set_row(ctx, a, base_row + k * axis_stride);
+      KILN_SIMD
+      for (index_t j = 0; j < n; ++j) acc[j] = combine(acc[j], Tree::template eval<T>(ctx, j0 + j));
+    }
+    T* out = a.out + out_row * a.len + j0;
+    for (index_t j = 0; j < n; ++j) out[j] = Op::template finish<T>(acc[j], a.row_dims[a.axis]);
+  }
+
+  static void run_axis(const Args& a) {
+    const index_t out_rows = a.rows / std::max<index_t>(a.row_dims[a.axis], 1);
+    const index_t col_tasks = (a.len + kColumns - 1) / kColumns;
+    if (a.row_dims[a.axis] == 0) {  // an empty axis: every output is the identity, finished
+      for (index_t i = 0; i < out_rows * a.len; ++i) a.out[i] = Op::template finish<T>(Op::template identity<T>(), 0);
+      return;
+    }
+    parallel_for(out_rows * col_tasks, a.rows * a.len, [&](index_t t) {
+      const index_t r = t / col_tasks, j0 = (t % col_tasks) * kColumns, j1 = std::min(a.len, j0 + kColumns);
+      if (a.unit_inner) axis_task<true>(a, r, j0, j1);
+      else axis_task<false>(a, r, j0, j1);
+    });
+  }
+
+  static void run(const Args& a) {
+    if constexpr (Total) run_total(a);
+    else run_axis(a);
+  }
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,134 @@
+// kiln: the row kernel on the CPU, which runs both the pointwise kind (no stages) and the
+// row-reduction kind. Fuses: per row, every last-axis reduction stage (with its pointwise
+// prologue recomputed from the inputs, never stored) and the pointwise epilogue that reads the
+// stage results; writes only the root. Rows are spread over threads; the inner loop over a
+// row is a SIMD loop.
+//
+// Addressing: the iteration space is rows x len, rows being the outer dims of space 0. Load S
+// at (row, j) reads ptr[S][sum_d row_index[d] * outer[S][d] + j * inner[S]]; broadcasting is
+// a stride of 0. Stage spaces share the row index and have their own length.
+#pragma once
+#include <algorithm>
+#include <utility>
+
+#include "kiln/backend/cpu/parallel.hpp"
+#include "kiln/expr/ops/reduce.hpp"
+#include "kiln/lower/evaluator.hpp"
+
+namespace kiln::cpu {
+
+template <class T, int NL, int NC, int NS>
+struct RowArgs {
+  const T* ptr[NL > 0 ? NL : 1] = {};
+  index_t outer[NL > 0 ? NL : 1][kMaxRank] = {};
+  index_t inner[NL > 0 ? NL : 1] = {};
+  T consts[NC > 0 ? NC : 1] = {};
+  index_t stage_len[NS > 0 ? NS : 1] = {};
+  int nrow_dims = 0;
+  index_t row_dims[kMaxRank] = {};
+  index_t rows = 1;  // product of row_dims
+  index_t len = 1;   // extent of the last axis of space 0
+  T* out = nullptr;  // contiguous rows x len
+  bool unit_inner = false;  // every load has inner stride 1: the SIMD-friendly case
+};
+
+// The evaluation context of one row. Unit: every inner stride is 1.
+template <class T, int NL, int NC, int NS, bool Unit>
+struct RowContext {
+  const T* row_ptr[NL > 0 ? NL : 1];
+  const index_t* inner;
+  const T* consts;
+  T stages[NS > 0 ? NS : 1];
+
+  template <int S>
+  KILN_INLINE T load(index_t j) const {
+    if constexpr (Unit) return row_ptr[S][j];
+    else return row_ptr[S][j * inner[S]];
+  }
+  KILN_INLINE T constant(int c) const { return consts[c]; }
+  KILN_INLINE T stage(int k) const { return stages[k]; }
+};
+
+template <class T, int NL, int NC, int NS, bool Unit>
+KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit>& ctx, const RowArgs<T, NL, NC, NS>& a, index_t row) {
+  index_t off[NL > 0 ? NL : 1] = {};
+  for (int d = a.nrow_dims - 1; d >= 0; --d) {
+    const index_t i = row % a.row_dims[d];
+    row /= a.row_dims[d];
+    for (int s = 0; s < NL; ++s) off[s] += i * a.outer[s][d];
+  }
+  for (int s = 0; s < NL; ++s) ctx.row_ptr[s] = a.ptr[s] + off[s];
+}
+
+template <class T, class Tree, class Ctx>
+KILN_INLINE void eval_span(const Ctx& ctx, T* __restrict out, index_t j0, index_t j1) {
+  KILN_SIMD
+  for (index_t j = j0; j < j1; ++j) out[j] = Tree::template eval<T>(ctx, j);
+}
+
+template <ReduceKind K, class T, class Tree, class Ctx>
+KILN_INLINE T reduce_span(const Ctx& ctx, index_t len) {
+  T acc = Reduce<K, 0, false, false>::template identity<T>();
+  if constexpr (K == ReduceKind::Max) {
+    KILN_SIMD_REDUCE(max, acc)
+    for (index_t j = 0; j < len; ++j) acc = std::max(acc, Tree::template eval<T>(ctx, j));
+  } else if constexpr (K == ReduceKind::Min) {
+    KILN_SIMD_REDUCE(min, acc)
+    for (index_t j = 0; j < len; ++j) acc = std::min(acc, Tree::template eval<T>(ctx, j));
+  } else {
+    KILN_SIMD_REDUCE(+, acc)
+    for (index_t j = 0; j < len; ++j) acc += Tree::template eval<T>(ctx, j);
+  }
+  return Reduce<K, 0, false, false>::template finish<T>(acc, len);
+}
+
+template <class Desc>
+struct RowKernelCpu;
+
+template <class T, class Out, class... Stages, int NL, int NC>
+struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>> {
+  static constexpr int NS = sizeof...(Stages);
+  using Args = RowArgs<T, NL, NC, NS>;
+
+  template <bool Unit>
+  static KILN_INLINE void row(const Args& a, index_t r, index_t j0, index_t j1) {
+    RowContext<T, NL, NC, NS, Unit> ctx;
+    ctx.inner = a.inner;
+    ctx.consts = a.consts;
+    set_row(ctx, a, r);
+    run_stages(ctx, a, std::index_sequence_for<Stages...>{});
+    eval_span<T, Out>(ctx, a.out + r * a.len, j0, j1);
+  }
+
+  template <class Ctx, std::size_t... S>
+  static KILN_INLINE void run_stages(Ctx& ctx, const Args& a, std::index_sequence<S...>) {
+    ((ctx.stages[S] = reduce_span<Stages::kind, T, typename Stages::tree>(ctx, a.stage_len[S])), ...);
+  }
+
+  // Rows [r0, r1), columns [j0, j1) of the output: used by the GEMM epilogue on a tile.
+  static void run_tile(const Args& a, index_t r0, index_t r1, index_t j0, index_t j1) {
+    for (index_t r = r0; r < r1; ++r) {
+      if (a.unit_inner) row<true>(a, r, j0, j1);
+      else row<false>(a, r, j0, j1);
+    }
+  }
+
+  static void run(const Args& a) {
+    const index_t work = a.rows * a.len * (NS + 1);
+    // Without stages a row may be split into chunks, so one long row still uses every thread.
+    index_t chunks = 1;
+    if (NS == 0 && a.rows < 4 * max_threads()) {
+      const index_t want = std::max<index_t>(1, (4 * max_threads()) / std::max<index_t>(a.rows, 1));
+      chunks = std::min<index_t>(want, std::max<index_t>(1, a.len / 4096));
+    }
+    const index_t chunk_len = (a.len + chunks - 1) / chunks;
+    parallel_for(a.rows * chunks, work, [&](index_t task) {
+      const index_t r = task / chunks, c = task % chunks;
+      const index_t j0 = c * chunk_len, j1 = std::min(a.len, j0 + chunk_len);
+      if (a.unit_inner) row<true>(a, r, j0, j1);
+      else row<false>(a, r, j0, j1);
+    });
+  }
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,32 @@
+// kiln: build configuration shared by every stage.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define KILN_HOST_DEVICE __host__ __device__
+#else
+#define KILN_HOST_DEVICE
+#endif
+
+#if defined(__GNUC__)
+#define KILN_INLINE inline __attribute__((always_inline))
+#else
+#define KILN_INLINE inline
+#endif
+
+// A pragma that asks for a SIMD loop; needs -fopenmp or -fopenmp-simd (kiln::kiln adds -fopenmp).
+#if defined(_OPENMP)
+#define KILN_PRAGMA(x) _Pragma(#x)
+#define KILN_SIMD KILN_PRAGMA(omp simd)
+#define KILN_SIMD_REDUCE(op, var) KILN_PRAGMA(omp simd reduction(op : var))
+#else
+#define KILN_SIMD
+#define KILN_SIMD_REDUCE(op, var)
+#endif
+
+namespace kiln {
+// Largest tensor rank kiln handles; Shape and every stride table are sized by it.
+inline constexpr int kMaxRank = 6;
+using index_t = std::ptrdiff_t;
+}  // namespace kiln

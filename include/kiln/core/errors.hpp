@@ -1,0 +1,20 @@
+// kiln: the exceptions a call can raise. Kernels never throw; every check happens before the
+// first kernel runs, so a failed call leaves no output half-written.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace kiln {
+
+// A shape mismatch found at call time. The message names the op and the shapes involved,
+// e.g. "matmul: inner dimensions differ: [64, 768] x [512, 3072]".
+struct ShapeError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// A call that binds the wrong tensors in a way the types could not show.
+struct BindingError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+}  // namespace kiln

@@ -1,0 +1,56 @@
+// kiln: seeded random tensors (reproducible across runs and platforms).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kiln/core/tensor.hpp"
+
+namespace kiln {
+
+namespace detail {
+// splitmix64: a small, fast, well-mixed generator; element i depends only on (seed, i).
+inline std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+// Uniform in (0, 1), never 0, from the top 53 bits.
+inline double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
+}  // namespace detail
+
+// Standard normal samples (Box-Muller), reproducible for a given seed.
+template <class T>
+Tensor<T> randn(const Shape& shape, std::uint64_t seed = 0) {
+  Tensor<T> t(shape);
+  const std::size_t n = t.numel();
+  const std::uint64_t key = detail::splitmix64(seed ^ 0x6b696c6eull);
+  for (std::size_t i = 0; i < n; i += 2) {
+    const double u1 = detail::unit_open(detail::splitmix64(key + 2 * i));
+    const double u2 = detail::unit_open(detail::splitmix64(key + 2 * i + 1));
+    const double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586 * u2;
+    t[i] = static_cast<T>(r * std::cos(a));
+    if (i + 1 < n) t[i + 1] = static_cast<T>(r * std::sin(a));
+  }
+  return t;
+}
+template <class T>
+Tensor<T> randn(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0) {
+  return randn<T>(Shape(dims), seed);
+}
+
+// Uniform samples in [lo, hi).
+template <class T>
+Tensor<T> rand(const Shape& shape, std::uint64_t seed = 0, T lo = T(0), T hi = T(1)) {
+  Tensor<T> t(shape);
+  const std::uint64_t key = detail::splitmix64(seed ^ 0x72616e64ull);
+  for (std::size_t i = 0; i < t.numel(); ++i)
+    t[i] = static_cast<T>(lo + (hi - lo) * detail::unit_open(detail::splitmix64(key + i)));
+  return t;
+}
+template <class T>
+Tensor<T> rand(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0, T lo = T(0), T hi = T(1)) {
+  return rand<T>(Shape(dims), seed, lo, hi);
+}
+
+}  // namespace kiln

@@ -1,0 +1,77 @@
+// kiln: Tensor<T>, an owning, contiguous, row-major array with value semantics
+// (a copy is a deep copy, a move is cheap), like Eigen's dense matrices.
+#pragma once
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+#include "kiln/core/shape.hpp"
+
+namespace kiln {
+
+namespace detail {
+// 64-byte alignment: a cache line, and the widest SIMD register (AVX-512).
+inline constexpr std::size_t kAlignment = 64;
+struct AlignedDelete {
+  void operator()(void* p) const noexcept { ::operator delete(p, std::align_val_t(kAlignment)); }
+};
+template <class T>
+T* aligned_new(std::size_t n) {
+  return static_cast<T*>(::operator new(std::max<std::size_t>(n, 1) * sizeof(T),
+                                        std::align_val_t(kAlignment)));
+}
+}  // namespace detail
+
+template <class T>
+class Tensor {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kiln::Tensor: the element type must be float or double");
+
+ public:
+  using value_type = T;
+
+  Tensor() = default;
+  explicit Tensor(const Shape& shape) : shape_(shape), data_(detail::aligned_new<T>(shape.numel())) {}
+  Tensor(std::initializer_list<std::size_t> dims) : Tensor(Shape(dims)) {}
+  explicit Tensor(const std::vector<std::size_t>& dims) : Tensor(Shape(dims)) {}
+
+  Tensor(const Tensor& o) : Tensor(o.shape_) { std::copy_n(o.data(), numel(), data()); }
+  Tensor& operator=(const Tensor& o) {
+    if (this != &o) *this = Tensor(o);
+    return *this;
+  }
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+
+  const Shape& shape() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  std::size_t numel() const { return data_ ? shape_.numel() : 0; }
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+
+  // Element at a multi-index, e.g. t.at({i, j}); bounds are checked.
+  T& at(std::initializer_list<std::size_t> idx) { return data_[offset(idx)]; }
+  const T& at(std::initializer_list<std::size_t> idx) const { return data_[offset(idx)]; }
+
+  void fill(T v) { std::fill_n(data(), numel(), v); }
+
+ private:
+  std::size_t offset(std::initializer_list<std::size_t> idx) const {
+    if (idx.size() != shape_.size()) throw std::out_of_range("kiln::Tensor::at: wrong number of indices");
+    std::size_t off = 0, d = 0;
+    for (std::size_t i : idx) {
+      if (i >= shape_[d]) throw std::out_of_range("kiln::Tensor::at: index out of range for " + shape_.str());
+      off = off * shape_[d++] + i;
+    }
+    return off;
+  }
+  Shape shape_;
+  std::unique_ptr<T[], detail::AlignedDelete> data_;
+};
+
+}  // namespace kiln

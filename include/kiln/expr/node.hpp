@@ -1,0 +1,143 @@
+// kiln: the expression types. An expression's type is its computation graph; leaves are
+// symbols (bound to tensors at call time) and scalar constants (stored by value).
+//
+// Invariants:
+// - Symbols and nodes without stored values are empty types ("stateless"); CSE may merge two
+//   occurrences of the same stateless type. A node that stores a value (a Constant, a reshape's
+//   extents, layer_norm's eps) is never merged: `x * 1.5f` and `x * 2.5f` have one type.
+// - A symbol's type is keyed by the FNV-1a hash of its name; the name itself is a char pack,
+//   so no class-type template argument ever reaches a kernel (DESIGN.md, Lowering).
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "kiln/core/config.hpp"
+#include "kiln/core/fixed_string.hpp"
+#include "kiln/core/tensor.hpp"
+
+namespace kiln {
+
+enum class NodeKind : std::uint8_t { Symbol, Constant, Pointwise, Reduce, Matmul, Transpose, Reshape };
+enum class SymbolKind : std::uint8_t { Input, Param };
+enum class ReduceKind : std::uint8_t { Sum, Mean, Max, Min };
+
+// Every expression type derives from ExprTag.
+struct ExprTag {};
+template <class E>
+concept Expression = std::is_base_of_v<ExprTag, std::remove_cvref_t<E>>;
+template <class S>
+concept Scalar = std::is_arithmetic_v<S>;
+
+// What `x = tensor` makes: the symbol's id and the tensor, checked against the symbol's type.
+template <std::uint64_t Id, class T>
+struct Binding {
+  static constexpr std::uint64_t id = Id;
+  const Tensor<T>* tensor;
+};
+
+template <std::uint64_t Id, int Rank, class T, SymbolKind K, class N>
+struct Symbol : ExprTag {
+  using dtype = T;
+  using name_type = N;
+  static constexpr int rank = Rank;
+  static constexpr NodeKind kind = NodeKind::Symbol;
+  static constexpr SymbolKind symbol_kind = K;
+  static constexpr bool stateless = true;
+  static constexpr std::uint64_t id = Id;
+  static constexpr std::string_view name() { return N::view(); }
+
+  // Binding: `f(x = xt)`. The tensor must outlive the call.
+  template <class U>
+  constexpr Binding<Id, T> operator=(const Tensor<U>& t) const {
+    static_assert(std::is_same_v<U, T>,
+                  "kiln: the tensor bound to this symbol has a different element type than the "
+                  "symbol was declared with (kiln::input<name, rank, T>); convert the tensor");
+    return {&t};
+  }
+};
+
+// A scalar literal, stored by value: rank 0, broadcast everywhere.
+template <class T>
+struct Constant : ExprTag {
+  using dtype = T;
+  static constexpr int rank = 0;
+  static constexpr NodeKind kind = NodeKind::Constant;
+  static constexpr bool stateless = false;
+  T value;
+  constexpr explicit Constant(T v) : value(v) {}
+};
+
+// A reference to a node already in a flattened graph: composite ops (softmax, layer_norm)
+// expand over Refs to their operands, so each operand is computed once even when it holds
+// constants. Only the graph builder creates them.
+template <int NodeId, int Rank, class T>
+struct Ref : ExprTag {
+  using dtype = T;
+  static constexpr int rank = Rank;
+  static constexpr bool stateless = true;
+};
+
+namespace detail {
+template <class Op, class... Cs>
+struct node_traits {  // a primitive op
+  using dtype = std::common_type_t<typename Cs::dtype...>;
+  static constexpr int rank = Op::template out_rank<Cs::rank...>;
+};
+template <class Op, class... Cs>
+  requires Op::composite
+struct node_traits<Op, Cs...> {  // a composite op: the traits of its expansion
+  using expansion = decltype(std::declval<const Op&>().expand(std::declval<Cs>()...));
+  using dtype = typename expansion::dtype;
+  static constexpr int rank = expansion::rank;
+};
+}  // namespace detail
+
+// An op applied to operands. `op` holds the op's stored values, if any.
+template <class Op, class... Cs>
+struct Node : ExprTag {
+  using op_type = Op;
+  using dtype = typename detail::node_traits<Op, Cs...>::dtype;
+  static constexpr int rank = detail::node_traits<Op, Cs...>::rank;
+  static constexpr NodeKind kind = Op::kind;
+  static constexpr bool stateless = std::is_empty_v<Op> && (Cs::stateless && ...);
+
+  [[no_unique_address]] Op op;
+  std::tuple<Cs...> children;
+  constexpr explicit Node(Op o, Cs... cs) : op(o), children(cs...) {}
+};
+
+// Several expressions compiled as one program: `kiln::compile(kiln::outputs(y, kiln::sum(y)))`.
+template <class... Es>
+struct Outputs {
+  std::tuple<Es...> items;
+};
+template <Expression... Es>
+constexpr Outputs<std::remove_cvref_t<Es>...> outputs(Es... es) {
+  static_assert(sizeof...(Es) > 0, "kiln::outputs: give at least one expression");
+  return {{es...}};
+}
+
+// Declaring symbols: kiln::input<"x", 2>(), kiln::param<"w", 2, double>().
+template <fixed_string S, int Rank, class T, SymbolKind K>
+constexpr auto make_symbol() {
+  static_assert(Rank >= 0 && Rank <= kMaxRank, "kiln::input/param: the rank must be between 0 and kiln::kMaxRank (6)");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kiln::input/param: the element type must be float or double");
+  static_assert(S.size() > 0, "kiln::input/param: the name must not be empty");
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return Symbol<fnv1a(S.view()), Rank, T, K, Name<S.data[I]...>>{};
+  }(std::make_index_sequence<S.size()>{});
+}
+template <fixed_string S, int Rank, class T = float>
+constexpr auto input() {
+  return make_symbol<S, Rank, T, SymbolKind::Input>();
+}
+template <fixed_string S, int Rank, class T = float>
+constexpr auto param() {
+  return make_symbol<S, Rank, T, SymbolKind::Param>();
+}
+
+}  // namespace kiln

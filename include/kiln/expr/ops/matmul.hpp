@@ -1,0 +1,25 @@
+// kiln: matrix products. matmul(a, b): [M, K] x [K, N] -> [M, N]; with a batch axis,
+// [B, M, K] x [B, K, N] -> [B, M, N], where either batch extent may be 1 or absent (broadcast).
+#pragma once
+#include "kiln/expr/node.hpp"
+
+namespace kiln {
+
+struct Matmul {
+  static constexpr NodeKind kind = NodeKind::Matmul;
+  static constexpr bool composite = false;
+  static constexpr const char* name = "matmul";
+  template <int Ra, int Rb>
+  static constexpr int out_rank = Ra > Rb ? Ra : Rb;
+};
+
+template <Expression A, Expression B>
+constexpr auto matmul(A a, B b) {
+  static_assert(A::rank == 2 || A::rank == 3, "kiln::matmul: the left operand must have rank 2 [M, K] or 3 [B, M, K]");
+  static_assert(B::rank == 2 || B::rank == 3, "kiln::matmul: the right operand must have rank 2 [K, N] or 3 [B, K, N]");
+  static_assert(std::is_same_v<typename A::dtype, typename B::dtype>,
+                "kiln::matmul: the operands have different element types; declare them with one type");
+  return Node<Matmul, A, B>(Matmul{}, a, b);
+}
+
+}  // namespace kiln

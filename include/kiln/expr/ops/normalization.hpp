@@ -1,0 +1,67 @@
+// kiln: composite row ops, written as expressions of primitives. The planner fuses each into
+// one row-reduction kernel: reductions along the last axis, their prologue, and the epilogue
+// that broadcasts the reduced values back over the row.
+#pragma once
+#include "kiln/expr/ops/pointwise.hpp"
+#include "kiln/expr/ops/reduce.hpp"
+
+namespace kiln {
+
+// softmax(x) = e^{x - max x} / sum e^{x - max x}, over the last axis.
+struct Softmax {
+  static constexpr NodeKind kind = NodeKind::Pointwise;
+  static constexpr bool composite = true;
+  static constexpr const char* name = "softmax";
+  template <class X>
+  constexpr auto expand(X x) const {
+    auto e = kiln::exp(x - kiln::max<-1, true>(x));
+    return e / kiln::sum<-1, true>(e);
+  }
+};
+
+// log_softmax(x) = (x - max x) - log sum e^{x - max x}, over the last axis.
+struct LogSoftmax {
+  static constexpr NodeKind kind = NodeKind::Pointwise;
+  static constexpr bool composite = true;
+  static constexpr const char* name = "log_softmax";
+  template <class X>
+  constexpr auto expand(X x) const {
+    auto shifted = x - kiln::max<-1, true>(x);
+    return shifted - kiln::log(kiln::sum<-1, true>(kiln::exp(shifted)));
+  }
+};
+
+// layer_norm(x) = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, with the
+// biased variance var = mean (x - mean)^2, as PyTorch computes it.
+struct LayerNorm {
+  static constexpr NodeKind kind = NodeKind::Pointwise;
+  static constexpr bool composite = true;
+  static constexpr const char* name = "layer_norm";
+  double eps;
+  template <class X, class G, class B>
+  constexpr auto expand(X x, G gamma, B beta) const {
+    auto centred = x - kiln::mean<-1, true>(x);
+    auto var = kiln::mean<-1, true>(kiln::square(centred));
+    return centred * kiln::rsqrt(var + static_cast<typename X::dtype>(eps)) * gamma + beta;
+  }
+};
+
+template <Expression X>
+constexpr auto softmax(X x) {
+  static_assert(X::rank >= 1, "kiln::softmax works over the last axis, so its operand needs rank >= 1");
+  return Node<Softmax, X>(Softmax{}, x);
+}
+template <Expression X>
+constexpr auto log_softmax(X x) {
+  static_assert(X::rank >= 1, "kiln::log_softmax works over the last axis, so its operand needs rank >= 1");
+  return Node<LogSoftmax, X>(LogSoftmax{}, x);
+}
+template <Expression X, Expression G, Expression B>
+constexpr auto layer_norm(X x, G gamma, B beta, double eps = 1e-5) {
+  static_assert(X::rank >= 1, "kiln::layer_norm works over the last axis, so its operand needs rank >= 1");
+  static_assert(std::is_same_v<typename X::dtype, typename G::dtype> && std::is_same_v<typename X::dtype, typename B::dtype>,
+                "kiln::layer_norm: x, gamma and beta must have one element type");
+  return Node<LayerNorm, X, G, B>(LayerNorm{eps}, x, gamma, beta);
+}
+
+}  // namespace kiln

@@ -1,0 +1,144 @@
+// kiln: pointwise ops. Each op is declared once, here: its name, arity and scalar formula
+// (host and device). Shapes broadcast like numpy; scalars may stand on either side.
+// Comparisons yield 1 or 0 in the operands' element type; where(c, a, b) picks a where c != 0.
+#pragma once
+#include <algorithm>
+
+#include "kiln/core/math.hpp"
+#include "kiln/expr/node.hpp"
+
+namespace kiln {
+
+struct PointwiseOp {
+  static constexpr NodeKind kind = NodeKind::Pointwise;
+  static constexpr bool composite = false;
+  template <int... R>
+  static constexpr int out_rank = std::max({0, R...});
+};
+
+namespace detail {
+template <class E>
+using expr_t = std::remove_cvref_t<E>;
+
+template <class Op, class... Cs>
+constexpr auto make_pointwise(Cs... cs) {
+  static_assert((std::is_same_v<typename Cs::dtype, typename std::tuple_element_t<0, std::tuple<Cs...>>::dtype> && ...),
+                "kiln: the operands of a pointwise op have different element types (float and "
+                "double); kiln converts nothing implicitly, so declare them with one type");
+  return Node<Op, Cs...>(Op{}, cs...);
+}
+// A scalar operand becomes a Constant of the expression's element type.
+template <class E, class S>
+constexpr auto as_operand(S s) {
+  if constexpr (Expression<S>) return s;
+  else return Constant<typename E::dtype>(static_cast<typename E::dtype>(s));
+}
+}  // namespace detail
+
+// KILN_UNARY(Struct, function, formula in x of type T)
+#define KILN_UNARY(Struct, fn, formula)                                        \
+  struct Struct : PointwiseOp {                                                \
+    static constexpr const char* name = #fn;                                   \
+    template <class T>                                                         \
+    KILN_HOST_DEVICE KILN_INLINE static T apply(T x) {                         \
+      return formula;                                                          \
+    }                                                                          \
+  };                                                                           \
+  template <Expression X>                                                      \
+  constexpr auto fn(X x) {                                                     \
+    return detail::make_pointwise<Struct>(x);                                  \
+  }
+
+KILN_UNARY(Neg, neg, -x)
+KILN_UNARY(Exp, exp, math::exp(x))
+KILN_UNARY(Log, log, math::log(x))
+KILN_UNARY(Sqrt, sqrt, math::sqrt(x))
+KILN_UNARY(Rsqrt, rsqrt, T(1) / math::sqrt(x))
+KILN_UNARY(Abs, abs, x < T(0) ? -x : x)
+KILN_UNARY(Tanh, tanh, math::tanh(x))
+// sigmoid x = 1 / (1 + e^{-x})
+KILN_UNARY(Sigmoid, sigmoid, T(1) / (T(1) + math::exp(-x)))
+// relu x = max(x, 0); NaN stays NaN.
+KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x)
+// gelu x = x Phi(x) = x/2 (1 + erf(x / sqrt 2)) = x/2 erfc(-x / sqrt 2): the erfc form keeps
+// its relative accuracy for negative x, where 1 + erf cancels.
+KILN_UNARY(Gelu, gelu, T(0.5) * x * math::erfc(x * T(-0.70710678118654752440)))
+// gelu_tanh x = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation.
+KILN_UNARY(GeluTanh, gelu_tanh,
+           T(0.5) * x * (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
+KILN_UNARY(Square, square, x * x)
+#undef KILN_UNARY
+
+// KILN_BINARY(Struct, name, formula in a and b of type T)
+#define KILN_BINARY(Struct, fn, formula)                                       \
+  struct Struct : PointwiseOp {                                                \
+    static constexpr const char* name = #fn;                                   \
+    template <class T>                                                         \
+    KILN_HOST_DEVICE KILN_INLINE static T apply(T a, T b) {                    \
+      return formula;                                                          \
+    }                                                                          \
+  };
+
+KILN_BINARY(Add, add, a + b)
+KILN_BINARY(Sub, sub, a - b)
+KILN_BINARY(Mul, mul, a * b)
+KILN_BINARY(Div, div, a / b)
+// maximum and minimum propagate NaN, as PyTorch does.
+KILN_BINARY(Maximum, maximum, (a != a || a > b) ? a : b)
+KILN_BINARY(Minimum, minimum, (a != a || a < b) ? a : b)
+KILN_BINARY(Pow, pow, math::pow(a, b))
+KILN_BINARY(Less, less, a < b ? T(1) : T(0))
+KILN_BINARY(Greater, greater, a > b ? T(1) : T(0))
+KILN_BINARY(LessEqual, less_equal, a <= b ? T(1) : T(0))
+KILN_BINARY(GreaterEqual, greater_equal, a >= b ? T(1) : T(0))
+#undef KILN_BINARY
+
+// where(c, a, b) = a where c != 0, else b.
+struct Where : PointwiseOp {
+  static constexpr const char* name = "where";
+  template <class T>
+  KILN_HOST_DEVICE KILN_INLINE static T apply(T c, T a, T b) {
+    return c != T(0) ? a : b;
+  }
+};
+
+// Binary operators and functions: expression (op) expression, expression (op) scalar,
+// scalar (op) expression.
+#define KILN_BINARY_FN(Struct, fn)                                                        \
+  template <class A, class B>                                                             \
+    requires((Expression<A> && (Expression<B> || Scalar<B>)) || (Scalar<A> && Expression<B>)) \
+  constexpr auto fn(A a, B b) {                                                           \
+    using E = std::conditional_t<Expression<A>, A, B>;                                   \
+    return detail::make_pointwise<Struct>(detail::as_operand<E>(a), detail::as_operand<E>(b)); \
+  }
+KILN_BINARY_FN(Add, operator+)
+KILN_BINARY_FN(Sub, operator-)
+KILN_BINARY_FN(Mul, operator*)
+KILN_BINARY_FN(Div, operator/)
+KILN_BINARY_FN(Less, operator<)
+KILN_BINARY_FN(Greater, operator>)
+KILN_BINARY_FN(LessEqual, operator<=)
+KILN_BINARY_FN(GreaterEqual, operator>=)
+KILN_BINARY_FN(Maximum, maximum)
+KILN_BINARY_FN(Minimum, minimum)
+#undef KILN_BINARY_FN
+
+template <Expression X>
+constexpr auto operator-(X x) {
+  return neg(x);
+}
+
+// pow(x, p) with a scalar exponent.
+template <Expression X, Scalar S>
+constexpr auto pow(X x, S p) {
+  return detail::make_pointwise<Pow>(x, detail::as_operand<X>(p));
+}
+
+template <Expression C, class A, class B>
+  requires((Expression<A> || Scalar<A>) && (Expression<B> || Scalar<B>) && (Expression<A> || Expression<B>))
+constexpr auto where(C c, A a, B b) {
+  using E = std::conditional_t<Expression<A>, A, B>;
+  return detail::make_pointwise<Where>(c, detail::as_operand<E>(a), detail::as_operand<E>(b));
+}
+
+}  // namespace kiln

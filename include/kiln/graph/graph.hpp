@@ -1,0 +1,242 @@
+// kiln: compile-time graph analysis. An expression type is flattened into a list of unique
+// nodes in topological order (children before parents): stateless subtrees are merged by
+// type (common-subexpression elimination), composite ops are expanded into primitives over
+// references to their operands. GraphInfo<N> then describes the nodes as constexpr arrays.
+//
+// Cost: one pass over the tree; each new node is looked up among the nodes so far with a
+// fold over is_same, which is cheap next to instantiating the nodes themselves.
+#pragma once
+#include <array>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "kiln/expr/node.hpp"
+
+namespace kiln::graph {
+
+template <class E, int... Cs>
+struct Entry {
+  using type = E;
+  static constexpr int nchildren = sizeof...(Cs);
+  static constexpr std::array<int, sizeof...(Cs)> children{Cs...};
+};
+
+template <class... Es>
+struct List {
+  static constexpr int size = sizeof...(Es);
+};
+
+template <class L, class X>
+struct append;
+template <class... Es, class X>
+struct append<List<Es...>, X> {
+  using type = List<Es..., X>;
+};
+
+// Index of the entry whose type is E, or -1.
+template <class E, class L>
+struct find;
+template <class E, class... Es>
+struct find<E, List<Es...>> {
+  static constexpr int value = [] {
+    constexpr bool match[] = {false, std::is_same_v<E, typename Es::type>...};
+    for (int i = 0; i < static_cast<int>(sizeof...(Es)); ++i)
+      if (match[i + 1]) return i;
+    return -1;
+  }();
+};
+
+template <int I, class Seq>
+struct prepend;
+template <int I, int... Is>
+struct prepend<I, std::integer_sequence<int, Is...>> {
+  using type = std::integer_sequence<int, I, Is...>;
+};
+
+template <class L, class E>
+struct add;
+
+// Adds every operand in order; ::ids are their node ids.
+template <class L, class... Cs>
+struct add_all {
+  using list = L;
+  using ids = std::integer_sequence<int>;
+};
+template <class L, class C, class... Cs>
+struct add_all<L, C, Cs...> {
+  using first = add<L, C>;
+  using rest = add_all<typename first::list, Cs...>;
+  using list = typename rest::list;
+  using ids = typename prepend<first::id, typename rest::ids>::type;
+};
+
+template <class L, class E, class Ids>
+struct append_entry;
+template <class L, class E, int... Is>
+struct append_entry<L, E, std::integer_sequence<int, Is...>> {
+  using list = typename append<L, Entry<E, Is...>>::type;
+  static constexpr int id = L::size;
+};
+
+// A leaf: a symbol (merged by type) or a constant (never merged).
+template <class L, class E>
+struct add {
+  static constexpr int found = E::stateless ? find<E, L>::value : -1;
+  using appended = append_entry<L, E, std::integer_sequence<int>>;
+  using list = std::conditional_t<(found >= 0), L, typename appended::list>;
+  static constexpr int id = found >= 0 ? found : L::size;
+};
+
+template <class L, int Id, int R, class T>
+struct add<L, Ref<Id, R, T>> {
+  using list = L;
+  static constexpr int id = Id;
+};
+
+template <class Op, class... Cs>
+struct expansion_of {
+  template <int... Ids>
+  static auto with(std::integer_sequence<int, Ids...>)
+      -> decltype(std::declval<const Op&>().expand(Ref<Ids, Cs::rank, typename Cs::dtype>{}...));
+};
+
+template <class L, class Node, bool Composite>
+struct add_node;
+template <class L, class Op, class... Cs>
+struct add_node<L, Node<Op, Cs...>, false> {  // a primitive op
+  using E = Node<Op, Cs...>;
+  static constexpr int found = E::stateless ? find<E, L>::value : -1;
+  template <bool Found, class = void>
+  struct build {
+    using list = L;
+    static constexpr int id = found;
+  };
+  template <class V>
+  struct build<false, V> {
+    using kids = add_all<L, Cs...>;
+    using entry = append_entry<typename kids::list, E, typename kids::ids>;
+    using list = typename entry::list;
+    static constexpr int id = entry::id;
+  };
+  using list = typename build<(found >= 0)>::list;
+  static constexpr int id = build<(found >= 0)>::id;
+};
+template <class L, class Op, class... Cs>
+struct add_node<L, Node<Op, Cs...>, true> {  // a composite op: its expansion over Refs
+  using kids = add_all<L, Cs...>;
+  using expansion = decltype(expansion_of<Op, Cs...>::with(typename kids::ids{}));
+  using result = add<typename kids::list, expansion>;
+  using list = typename result::list;
+  static constexpr int id = result::id;
+};
+template <class L, class Op, class... Cs>
+struct add<L, Node<Op, Cs...>> : add_node<L, Node<Op, Cs...>, Op::composite> {};
+
+template <class Root>
+struct flatten : add_all<List<>, Root> {};
+template <class... Es>
+struct flatten<Outputs<Es...>> : add_all<List<>, Es...> {};
+
+// The constexpr description of one node.
+struct NodeInfo {
+  NodeKind kind{};
+  int rank = 0;
+  int nchildren = 0;
+  int children[3] = {-1, -1, -1};
+  bool stateless = true;
+  const char* name = "";
+  // Reductions: what is reduced and how.
+  ReduceKind reduce_kind{};
+  int axis = 0;
+  bool keep = false;
+  bool all = false;
+  // Symbols: the hash of the name.
+  std::uint64_t symbol_id = 0;
+};
+
+template <class E>
+constexpr NodeInfo describe() {
+  NodeInfo n;
+  n.kind = E::kind;
+  n.rank = E::rank;
+  n.stateless = E::stateless;
+  if constexpr (E::kind == NodeKind::Symbol) {
+    n.name = E::name_type::chars;
+    n.symbol_id = E::id;
+  } else if constexpr (E::kind == NodeKind::Constant) {
+    n.name = "constant";
+  } else {
+    using Op = typename E::op_type;
+    n.name = Op::name;
+    if constexpr (E::kind == NodeKind::Reduce) {
+      n.reduce_kind = Op::reduce_kind;
+      n.axis = Op::axis;
+      n.keep = Op::keep;
+      n.all = Op::all;
+    }
+  }
+  return n;
+}
+
+template <int N, int NOut>
+struct GraphInfo {
+  NodeInfo nodes[N > 0 ? N : 1];
+  int outputs[NOut > 0 ? NOut : 1]{};
+  int use_count[N > 0 ? N : 1]{};  // uses as an operand, plus one per output it is
+  bool is_output[N > 0 ? N : 1]{};
+
+  constexpr bool is_user(int user, int node) const {
+    for (int k = 0; k < nodes[user].nchildren; ++k)
+      if (nodes[user].children[k] == node) return true;
+    return false;
+  }
+};
+
+template <class L, class OutIds>
+struct Graph;
+template <class... Es, int... Outs>
+struct Graph<List<Es...>, std::integer_sequence<int, Outs...>> {
+  static constexpr int size = sizeof...(Es);
+  static constexpr int noutputs = sizeof...(Outs);
+  using entries = std::tuple<Es...>;
+  template <int I>
+  using node = typename std::tuple_element_t<I, entries>::type;
+
+  static constexpr GraphInfo<size, noutputs> info = [] {
+    GraphInfo<size, noutputs> g{};
+    int i = 0;
+    (
+        [&] {
+          g.nodes[i] = describe<typename Es::type>();
+          g.nodes[i].nchildren = Es::nchildren;
+          for (int k = 0; k < Es::nchildren; ++k) {
+            g.nodes[i].children[k] = Es::children[k];
+            ++g.use_count[Es::children[k]];
+          }
+          ++i;
+        }(),
+        ...);
+    int o = 0;
+    ((g.outputs[o++] = Outs, g.is_output[Outs] = true, ++g.use_count[Outs]), ...);
+    return g;
+  }();
+
+  // Two symbols with one name must be one symbol.
+  static constexpr bool symbols_consistent = [] {
+    for (int a = 0; a < size; ++a)
+      for (int b = a + 1; b < size; ++b)
+        if (info.nodes[a].kind == NodeKind::Symbol && info.nodes[b].kind == NodeKind::Symbol &&
+            info.nodes[a].symbol_id == info.nodes[b].symbol_id)
+          return false;
+    return true;
+  }();
+  static_assert(symbols_consistent,
+                "kiln: two symbols in this expression share a name but differ in rank, element type "
+                "or kind (input/param); a name must denote one symbol");
+};
+
+template <class Root>
+using graph_of = Graph<typename flatten<Root>::list, typename flatten<Root>::ids>;
+
+}  // namespace kiln::graph

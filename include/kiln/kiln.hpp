@@ -1,0 +1,15 @@
+// kiln: the umbrella header. A header-only C++20 tensor library that does what torch.compile
+// does, at C++ compile time: an expression's type is its graph; kiln::compile plans fused
+// kernels from it and instantiates them per expression.
+#pragma once
+#include "kiln/core/errors.hpp"
+#include "kiln/core/random.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/expr/node.hpp"
+#include "kiln/expr/ops/layout.hpp"
+#include "kiln/expr/ops/matmul.hpp"
+#include "kiln/expr/ops/normalization.hpp"
+#include "kiln/expr/ops/pointwise.hpp"
+#include "kiln/expr/ops/reduce.hpp"
+#include "kiln/runtime/compiled.hpp"

@@ -1,0 +1,89 @@
+// kiln: lowered evaluator trees. A fused kernel's maths is a tree of these types; they carry
+// only slot numbers ("load 0", "constant 2", "stage 1"), never symbol names, so two
+// expressions of one structure share one instantiation (DESIGN.md, Lowering). Each tree is
+// evaluated at position j of the current row through a context that the backend supplies:
+//   ctx.template load<S>(j)  the value of load slot S at column j of the row
+//   ctx.constant(C)          the value of scalar slot C
+//   ctx.stage(K)             the value of row-reduction stage K for the current row
+// Trees are empty types with static KILN_HOST_DEVICE functions, so they run on both devices.
+#pragma once
+#include "kiln/core/config.hpp"
+#include "kiln/expr/node.hpp"
+
+namespace kiln::lower {
+
+template <int S>
+struct LLoad {
+  template <class T, class Ctx>
+  KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx& ctx, index_t j) {
+    return ctx.template load<S>(j);
+  }
+};
+
+template <int C>
+struct LConst {
+  template <class T, class Ctx>
+  KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx& ctx, index_t) {
+    return ctx.constant(C);
+  }
+};
+
+template <int K>
+struct LStage {
+  template <class T, class Ctx>
+  KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx& ctx, index_t) {
+    return ctx.stage(K);
+  }
+};
+
+template <class Op, class... Args>
+struct LOp {
+  template <class T, class Ctx>
+  KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx& ctx, index_t j) {
+    return Op::template apply<T>(Args::template eval<T>(ctx, j)...);
+  }
+};
+
+// One row-reduction stage: reduce Tree along the row with K.
+template <ReduceKind K, class Tree>
+struct Stage {
+  static constexpr ReduceKind kind = K;
+  using tree = Tree;
+};
+
+template <class... Ts>
+struct TypeList {
+  static constexpr int size = sizeof...(Ts);
+};
+
+// The kernel kinds, as descriptors a backend implements.
+// Row: per row, the stages in order, then Out over the row (the pointwise kernel is the
+// case with no stages).
+template <class T, class Out, class Stages, int NLoads, int NConsts>
+struct RowKernel {
+  using value_type = T;
+  using out_tree = Out;
+  using stages = Stages;
+  static constexpr int nloads = NLoads, nconsts = NConsts, nstages = Stages::size;
+};
+// Gemm: acc = A B into the accumulator buffer (load slot AccSlot), then Epi over each tile.
+template <class T, class Epi, int AccSlot, int NLoads, int NConsts>
+struct GemmKernel {
+  using value_type = T;
+  using epilogue = Epi;
+  static constexpr int acc_slot = AccSlot;
+  static constexpr bool has_epilogue = !std::is_same_v<Epi, LLoad<AccSlot>>;
+  static constexpr int nloads = NLoads, nconsts = NConsts, nstages = 0;
+};
+// AxisReduce and TotalReduce: reduce Tree (the prologue) over one axis that is not the last,
+// or over everything.
+template <class T, ReduceKind K, class Tree, bool Total, int NLoads, int NConsts>
+struct ReduceKernel {
+  using value_type = T;
+  using tree = Tree;
+  static constexpr ReduceKind kind = K;
+  static constexpr bool total = Total;
+  static constexpr int nloads = NLoads, nconsts = NConsts, nstages = 0;
+};
+
+}  // namespace kiln::lower

@@ -1,0 +1,187 @@
+// kiln: lowering. For each kernel group of the plan, enumerate its load slots (a node read
+// in one iteration space), its scalar slots and its stages (KernelInfo, constexpr), and build
+// the evaluator trees and the kernel descriptor type from them.
+//
+// Iteration spaces of a kernel: space 0 is where the output tree runs (the root's shape; for
+// a root that is a row reduction, its shape with the last axis kept). Space s + 1 is the
+// input of row stage s. Reduce kernels have one space, the input of the reduction.
+#pragma once
+#include <tuple>
+#include <utility>
+
+#include "kiln/graph/graph.hpp"
+#include "kiln/lower/evaluator.hpp"
+#include "kiln/schedule/plan.hpp"
+
+namespace kiln::lower {
+
+using schedule::Group;
+using schedule::KernelKind;
+using schedule::kMaxStages;
+
+enum class LowerCase : std::uint8_t { Load, Constant, Stage, Op };
+
+template <int Cap>
+struct KernelInfo {
+  Group group{};
+  int space_node[kMaxStages + 1] = {};  // the node whose value spans each space
+  int nloads = 0;
+  int load_node[Cap] = {};
+  int load_space[Cap] = {};
+  int nconsts = 0;
+  int const_node[Cap] = {};
+  int acc_slot = -1;  // Gemm: the load slot of the matmul's result
+
+  constexpr int stage_index(int n) const {
+    for (int s = 0; s < group.nstages; ++s)
+      if (group.stages[s] == n) return s;
+    return -1;
+  }
+  constexpr int load_slot(int n, int space) const {
+    for (int k = 0; k < nloads; ++k)
+      if (load_node[k] == n && load_space[k] == space) return k;
+    return -1;
+  }
+  constexpr int const_slot(int n) const {
+    for (int k = 0; k < nconsts; ++k)
+      if (const_node[k] == n) return k;
+    return -1;
+  }
+};
+
+template <int N, int NOut>
+constexpr LowerCase lower_case(const graph::GraphInfo<N, NOut>& g, const schedule::Plan<N>& p, int grp, int n) {
+  const Group& G = p.groups[grp];
+  if (g.nodes[n].kind == NodeKind::Constant) return LowerCase::Constant;
+  if (G.copy) return LowerCase::Load;
+  for (int s = 0; s < G.nstages; ++s)
+    if (G.stages[s] == n) return LowerCase::Stage;
+  if (p.group_of[n] == grp && g.nodes[n].kind == NodeKind::Pointwise) return LowerCase::Op;
+  return LowerCase::Load;
+}
+
+template <int N, int NOut>
+constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedule::Plan<N>& p, int grp) {
+  constexpr int Cap = N * (kMaxStages + 1) + 1;
+  KernelInfo<Cap> k{};
+  k.group = p.groups[grp];
+  const Group& G = k.group;
+
+  // Visit a tree in the order the type-level lowering does, numbering slots on first sight.
+  auto visit = [&](auto& self, int n, int space) -> void {
+    switch (lower_case(g, p, grp, n)) {
+      case LowerCase::Constant:
+        if (k.const_slot(n) < 0) k.const_node[k.nconsts++] = n;
+        return;
+      case LowerCase::Stage:
+        return;
+      case LowerCase::Load:
+        if (k.load_slot(n, space) < 0) {
+          k.load_node[k.nloads] = n;
+          k.load_space[k.nloads++] = space;
+        }
+        return;
+      case LowerCase::Op:
+        for (int c = 0; c < g.nodes[n].nchildren; ++c) self(self, g.nodes[n].children[c], space);
+        return;
+    }
+  };
+  if (G.kind == KernelKind::Row || G.kind == KernelKind::Gemm) {
+    k.space_node[0] = G.root;
+    visit(visit, G.root, 0);
+    for (int s = 0; s < G.nstages; ++s) {
+      k.space_node[s + 1] = g.nodes[G.stages[s]].children[0];
+      visit(visit, k.space_node[s + 1], s + 1);
+    }
+    if (G.kind == KernelKind::Gemm) {
+      // The accumulator is a load slot even when no epilogue op reads it.
+      if (k.load_slot(G.gemm, 0) < 0) {
+        k.load_node[k.nloads] = G.gemm;
+        k.load_space[k.nloads++] = 0;
+      }
+      k.acc_slot = k.load_slot(G.gemm, 0);
+    }
+  } else {
+    k.space_node[0] = g.nodes[G.root].children[0];
+    visit(visit, k.space_node[0], 0);
+  }
+  return k;
+}
+
+// The compile-time program of one expression: graph, plan, and one lowered kernel per group.
+template <class Root, bool Fuse>
+struct Program {
+  using graph_type = graph::graph_of<Root>;
+  static constexpr int size = graph_type::size;
+  static constexpr auto& graph = graph_type::info;
+  static constexpr schedule::Plan<size> plan = schedule::make_plan(graph_type::info, Fuse);
+  static_assert(!plan.stages_overflow,
+                "kiln: a fused row kernel would need more than 8 reduction stages; split the expression "
+                "with kiln::outputs or simplify it");
+  static constexpr int nkernels = plan.ngroups;
+
+  template <int G>
+  static constexpr auto kernel_info = make_kernel_info(graph_type::info, plan, G);
+
+  template <int G, int Node, int Space, LowerCase C = lower_case(graph_type::info, plan, G, Node)>
+  struct lower_tree;
+  template <int G, int Node, int Space>
+  struct lower_tree<G, Node, Space, LowerCase::Load> {
+    using type = LLoad<kernel_info<G>.load_slot(Node, Space)>;
+  };
+  template <int G, int Node, int Space>
+  struct lower_tree<G, Node, Space, LowerCase::Constant> {
+    using type = LConst<kernel_info<G>.const_slot(Node)>;
+  };
+  template <int G, int Node, int Space>
+  struct lower_tree<G, Node, Space, LowerCase::Stage> {
+    using type = LStage<kernel_info<G>.stage_index(Node)>;
+  };
+  template <int G, int Node, int Space>
+  struct lower_tree<G, Node, Space, LowerCase::Op> {
+    template <std::size_t... C>
+    static auto build(std::index_sequence<C...>)
+        -> LOp<typename graph_type::template node<Node>::op_type,
+               typename lower_tree<G, graph::NodeInfo{graph_type::info.nodes[Node]}.children[C], Space>::type...>;
+    using type = decltype(build(std::make_index_sequence<graph_type::info.nodes[Node].nchildren>{}));
+  };
+
+  template <int G, class Seq>
+  struct stage_list;
+  template <int G, int... S>
+  struct stage_list<G, std::integer_sequence<int, S...>> {
+    using type = TypeList<Stage<graph_type::info.nodes[kernel_info<G>.group.stages[S]].reduce_kind,
+                                typename lower_tree<G, kernel_info<G>.space_node[S + 1], S + 1>::type>...>;
+  };
+
+  template <int G, KernelKind K = kernel_info<G>.group.kind>
+  struct lower_kernel;
+  template <int G>
+  struct lower_kernel<G, KernelKind::Row> {
+    static constexpr auto& ki = kernel_info<G>;
+    using T = typename graph_type::template node<ki.group.root>::dtype;
+    using type = RowKernel<T, typename lower_tree<G, ki.group.root, 0>::type,
+                           typename stage_list<G, std::make_integer_sequence<int, ki.group.nstages>>::type,
+                           ki.nloads, ki.nconsts>;
+  };
+  template <int G>
+  struct lower_kernel<G, KernelKind::Gemm> {
+    static constexpr auto& ki = kernel_info<G>;
+    using T = typename graph_type::template node<ki.group.root>::dtype;
+    using type = GemmKernel<T, typename lower_tree<G, ki.group.root, 0>::type, ki.acc_slot, ki.nloads, ki.nconsts>;
+  };
+  template <int G, KernelKind K>
+    requires(K == KernelKind::AxisReduce || K == KernelKind::TotalReduce)
+  struct lower_kernel<G, K> {
+    static constexpr auto& ki = kernel_info<G>;
+    using T = typename graph_type::template node<ki.group.root>::dtype;
+    using type = ReduceKernel<T, graph_type::info.nodes[ki.group.root].reduce_kind,
+                              typename lower_tree<G, ki.space_node[0], 0>::type, K == KernelKind::TotalReduce,
+                              ki.nloads, ki.nconsts>;
+  };
+
+  template <int G>
+  using kernel = typename lower_kernel<G>::type;
+};
+
+}  // namespace kiln::lower

@@ -1,0 +1,78 @@
+// kiln: the plan as text. Each kernel on one line: its kind, the value it writes, the ops it
+// fuses (in topological order) and what it reads from memory.
+#pragma once
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kiln/lower/lower.hpp"
+
+namespace kiln::runtime {
+
+template <class Program>
+std::string node_label(int i) {
+  const auto& n = Program::graph.nodes[i];
+  if (n.kind == NodeKind::Symbol) return n.name;
+  if (n.kind == NodeKind::Transpose) return "transpose(" + node_label<Program>(n.children[0]) + ")";
+  if (n.kind == NodeKind::Reshape && !Program::plan.materialized[i]) return "reshape(" + node_label<Program>(n.children[0]) + ")";
+  return "%" + std::to_string(i);
+}
+
+template <class Program, int G>
+std::string explain_kernel() {
+  constexpr auto& ki = Program::template kernel_info<G>;
+  const auto& g = Program::graph;
+  const auto& grp = ki.group;
+  std::string kind;
+  switch (grp.kind) {
+    case schedule::KernelKind::Row:
+      kind = grp.copy ? "copy" : grp.nstages ? "row reduction" : "pointwise";
+      break;
+    case schedule::KernelKind::Gemm:
+      kind = "gemm + epilogue";
+      break;
+    case schedule::KernelKind::AxisReduce:
+      kind = "axis reduction";
+      break;
+    case schedule::KernelKind::TotalReduce:
+      kind = "total reduction";
+      break;
+  }
+  std::string ops;
+  for (int i = 0; i < Program::size; ++i) {
+    if (Program::plan.group_of[i] != G || grp.copy) continue;
+    ops += (ops.empty() ? "" : ", ") + std::string(g.nodes[i].name);
+  }
+  if (grp.copy) ops = "copy";
+  std::vector<std::string> reads;
+  auto read = [&](const std::string& l) {
+    if (std::find(reads.begin(), reads.end(), l) == reads.end()) reads.push_back(l);
+  };
+  for (int s = 0; s < ki.nloads; ++s) {
+    const int n = ki.load_node[s];
+    if (grp.kind == schedule::KernelKind::Gemm && n == grp.gemm) continue;  // its own accumulator
+    const bool copied_view = grp.copy && n == grp.root && g.nodes[n].kind != NodeKind::Symbol;
+    read(node_label<Program>(copied_view ? g.nodes[n].children[0] : n));
+  }
+  if (grp.kind == schedule::KernelKind::Gemm)
+    for (int c = 0; c < 2; ++c) read(node_label<Program>(g.nodes[grp.gemm].children[c]));
+  std::string read_list;
+  for (const auto& l : reads) read_list += (read_list.empty() ? "" : ", ") + l;
+  std::string out = "%" + std::to_string(grp.root);
+  for (int k = 0; k < Program::graph_type::noutputs; ++k)
+    if (g.outputs[k] == grp.root) out += " (output " + std::to_string(k) + ")";
+  return "  kernel " + std::to_string(G) + ": " + kind + " -> " + out + " = [" + ops + "]; reads " +
+         (read_list.empty() ? "nothing" : read_list) + "\n";
+}
+
+template <class Program, bool Fused>
+std::string explain() {
+  std::string s = std::string("kiln plan (") + (Fused ? "fused" : "eager") + "): " + std::to_string(Program::nkernels) +
+                  (Program::nkernels == 1 ? " kernel\n" : " kernels\n");
+  [&]<int... G>(std::integer_sequence<int, G...>) {
+    ((s += explain_kernel<Program, G>()), ...);
+  }(std::make_integer_sequence<int, Program::nkernels>{});
+  return s;
+}
+
+}  // namespace kiln::runtime

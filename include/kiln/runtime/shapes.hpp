@@ -1,0 +1,151 @@
+// kiln: call-time shape inference and the strides each kernel reads with. Every check runs
+// before the first kernel, so a ShapeError leaves no output half-written.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kiln/core/errors.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/graph/graph.hpp"
+#include "kiln/runtime/params.hpp"
+
+namespace kiln::runtime {
+
+// A value as a reader sees it: which buffer, with which strides (in elements).
+struct Face {
+  int buffer = -1;
+  index_t strides[kMaxRank] = {};
+};
+
+inline void contiguous_strides(const Shape& s, index_t* st) {
+  index_t acc = 1;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    st[d] = acc;
+    acc *= static_cast<index_t>(s[d]);
+  }
+}
+
+inline Shape broadcast(const char* op, const Shape& a, const Shape& b) {
+  const int r = std::max(a.rank(), b.rank());
+  std::vector<std::size_t> out(static_cast<std::size_t>(r));
+  for (int d = 0; d < r; ++d) {
+    const int da = d - (r - a.rank()), db = d - (r - b.rank());
+    const std::size_t x = da >= 0 ? a[da] : 1, y = db >= 0 ? b[db] : 1;
+    if (x != y && x != 1 && y != 1)
+      throw ShapeError(std::string(op) + ": shapes cannot be broadcast: " + a.str() + " and " + b.str());
+    out[d] = x == 1 ? y : x;
+  }
+  return Shape(out);
+}
+
+inline Shape matmul_shape(const Shape& a, const Shape& b) {
+  const int ra = a.rank(), rb = b.rank();
+  if (a[ra - 1] != b[rb - 2])
+    throw ShapeError("matmul: inner dimensions differ: " + a.str() + " x " + b.str());
+  const std::size_t ba = ra == 3 ? a[0] : 1, bb = rb == 3 ? b[0] : 1;
+  if (ba != bb && ba != 1 && bb != 1)
+    throw ShapeError("matmul: batch dimensions differ: " + a.str() + " x " + b.str());
+  if (ra == 2 && rb == 2) return Shape{a[0], b[1]};
+  return Shape{std::max(ba, bb), a[ra - 2], b[rb - 1]};
+}
+
+inline Shape reduce_shape(const graph::NodeInfo& n, const Shape& in) {
+  if (n.all) return Shape{};
+  std::vector<std::size_t> out;
+  for (int d = 0; d < in.rank(); ++d) {
+    if (d != n.axis) out.push_back(in[d]);
+    else if (n.keep) out.push_back(1);
+  }
+  return Shape(out);
+}
+
+inline Shape reshape_shape(const NodeParams& p, const Shape& in) {
+  std::vector<std::size_t> out(static_cast<std::size_t>(p.ndims));
+  int infer = -1;
+  std::size_t known = 1;
+  std::string target = "[";
+  for (int d = 0; d < p.ndims; ++d) target += (d ? ", " : "") + std::to_string(p.dims[d]);
+  target += "]";
+  for (int d = 0; d < p.ndims; ++d) {
+    if (p.dims[d] == -1 && infer < 0) {
+      infer = d;
+    } else if (p.dims[d] < 0) {
+      throw ShapeError("reshape: extents must be >= 0 with at most one -1, got " + target);
+    } else {
+      out[d] = static_cast<std::size_t>(p.dims[d]);
+      known *= out[d];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || in.numel() % known != 0)
+      throw ShapeError("reshape: cannot reshape " + in.str() + " into " + target);
+    out[infer] = in.numel() / known;
+  }
+  Shape s(out);
+  if (s.numel() != in.numel()) throw ShapeError("reshape: cannot reshape " + in.str() + " into " + target);
+  return s;
+}
+
+// Shape of node i from its operands' shapes.
+inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
+  const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
+  switch (n.kind) {
+    case NodeKind::Constant:
+      return Shape{};
+    case NodeKind::Pointwise: {
+      Shape s = child(0);
+      for (int k = 1; k < n.nchildren; ++k) s = broadcast(n.name, s, child(k));
+      return s;
+    }
+    case NodeKind::Reduce:
+      return reduce_shape(n, child(0));
+    case NodeKind::Matmul:
+      return matmul_shape(child(0), child(1));
+    case NodeKind::Transpose: {
+      Shape s = child(0);
+      std::swap(s[s.size() - 1], s[s.size() - 2]);
+      return s;
+    }
+    case NodeKind::Reshape:
+      return reshape_shape(p, child(0));
+    case NodeKind::Symbol:
+      break;
+  }
+  return Shape{};
+}
+
+// Strides of a load of a value (shape `v`, face `f`) evaluated in space `p`, relative to the
+// row dims of space `o` (all dims of o but the last) and to the last axis of p:
+// p's outer dims align right with o's outer dims, v aligns right with p, size-1 dims broadcast.
+inline void load_strides(const Shape& v, const Face& f, const Shape& p, const Shape& o, index_t* outer,
+                         index_t& inner) {
+  const int rv = v.rank(), rp = p.rank(), ro = o.rank();
+  auto value_stride = [&](int pdim) -> index_t {  // stride of v along dim pdim of p
+    const int vd = pdim - (rp - rv);
+    return (vd < 0 || v[vd] == 1) ? 0 : f.strides[vd];
+  };
+  for (int d = 0; d + 1 < ro; ++d) {
+    const int e = d - (ro - rp);
+    outer[d] = (e < 0 || e >= rp - 1 || p[e] == 1) ? 0 : value_stride(e);
+  }
+  inner = rp == 0 ? 0 : value_stride(rp - 1);
+}
+
+// Merges adjacent dims that every load walks as one (stride[d] == stride[d+1] * extent[d+1]).
+// dims: row dims then, if with_inner, the inner extent last; strides alike per load.
+inline void collapse_dims(int& ndims, index_t* dims, index_t (*strides)[kMaxRank + 1], int nloads) {
+  for (int d = ndims - 2; d >= 0; --d) {
+    bool ok = true;
+    for (int s = 0; s < nloads && ok; ++s) ok = strides[s][d] == strides[s][d + 1] * dims[d + 1];
+    if (!ok) continue;
+    dims[d] *= dims[d + 1];
+    for (int s = 0; s < nloads; ++s) strides[s][d] = strides[s][d + 1];
+    for (int e = d + 1; e + 1 < ndims; ++e) {
+      dims[e] = dims[e + 1];
+      for (int s = 0; s < nloads; ++s) strides[s][e] = strides[s][e + 1];
+    }
+    --ndims;
+  }
+}
+
+}  // namespace kiln::runtime
