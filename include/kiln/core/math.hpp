@@ -18,14 +18,15 @@ KILN_HOST_DEVICE KILN_INLINE float round_nearest(float t) {
   return (t + magic) - magic;
 }
 
-// e^x = 2^n e^r with n = round(x log2 e) and |r| <= ln2/2; e^r by Cephes' degree-6
-// polynomial (relative error about 1 ulp). 2^n is applied as two factors so n = 128 does
-// not overflow the exponent field. Below -87.34 the result is flushed to 0.
-KILN_HOST_DEVICE KILN_INLINE float exp(float x) {
-  const float xc = x > 88.7228f ? 88.7228f : (x < -87.3365f ? -87.3365f : x);
-  const float n = round_nearest(xc * 1.44269504088896341f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+// e^(a + b) for a small correction b: 2^n e^r with n = round((a + b) log2 e) and
+// r = a - n ln2 + b, |r| <= ln2/2, formed so that a's bits are not lost to rounding; e^r by
+// Cephes' degree-6 polynomial (relative error about 1 ulp). 2^n is applied as two factors so
+// n = 128 does not overflow the exponent field. Below -87.34 the result is flushed to 0.
+KILN_HOST_DEVICE KILN_INLINE float exp_sum(float a, float b) {
+  const float x = a + b;
+  const float n = round_nearest((x > 88.7228f ? 88.7228f : (x < -87.3365f ? -87.3365f : x)) * 1.44269504088896341f);
+  float r = a - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f + b;
   const float z = r * r;
   float y = 1.9875691500e-4f;
   y = y * r + 1.3981999507e-3f;
@@ -39,8 +40,11 @@ KILN_HOST_DEVICE KILN_INLINE float exp(float x) {
   y *= std::bit_cast<float>((n1 + 127) << 23);
   y *= std::bit_cast<float>((n2 + 127) << 23);
   y = x < -87.3365f ? 0.0f : y;
-  return x > 88.7228f ? std::numeric_limits<float>::infinity() : y;
+  y = x > 88.7228f ? std::numeric_limits<float>::infinity() : y;
+  return x != x ? x : y;
 }
+
+KILN_HOST_DEVICE KILN_INLINE float exp(float x) { return exp_sum(x, -0.0f); }
 
 // log x = log m + e log 2 with x = m 2^e, m in [sqrt(1/2), sqrt(2)); log(1 + f) by Cephes'
 // degree-9 polynomial. log 0 = -inf, log of a negative number or NaN = NaN, log inf = inf.
@@ -101,7 +105,11 @@ KILN_HOST_DEVICE KILN_INLINE float erfc(float x) {
   p = p * t + 0.37409196f;
   p = p * t + 1.00002368f;
   p = p * t - 1.26551223f;
-  const float r = t * exp(p - z * z);
+  // -z^2 = -zh^2 - (2 zh + zl) zl with zh the top 12 bits of z: zh^2 is exact in float, so the
+  // large part of the exponent keeps every bit (the tail of erfc stays accurate to ~1e-7).
+  const float zh = std::bit_cast<float>(std::bit_cast<std::int32_t>(z) & static_cast<std::int32_t>(0xfffff000u));
+  const float zl = z - zh;
+  const float r = t * exp_sum(-zh * zh, p - (zh + zh + zl) * zl);
   return x < 0.0f ? 2.0f - r : r;
 }
 

@@ -237,6 +237,6 @@ struct Graph<List<Es...>, std::integer_sequence<int, Outs...>> {
 };
 
 template <class Root>
-using graph_of = Graph<typename flatten<Root>::list, typename flatten<Root>::ids>;
+using graph_of = Graph<typename flatten<std::remove_cvref_t<Root>>::list, typename flatten<std::remove_cvref_t<Root>>::ids>;
 
 }  // namespace kiln::graph

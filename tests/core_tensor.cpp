@@ -1,0 +1,57 @@
+// Tensor: construction, value semantics, element access; randn and rand.
+#include "reference.hpp"
+
+TEST_CASE("Tensor is constructible from a list, a vector and another tensor's shape") {
+  kiln::Tensor<float> a({2, 3});
+  kiln::Tensor<float> b(std::vector<std::size_t>{2, 3});
+  kiln::Tensor<float> c(a.shape());
+  CHECK(a.shape() == b.shape());
+  CHECK(c.shape() == a.shape());
+  CHECK(a.numel() == 6);
+  CHECK(a.rank() == 2);
+  CHECK(a.shape().size() == 2);
+  CHECK(a.shape()[1] == 3);
+  CHECK(a.shape().str() == "[2, 3]");
+  kiln::Tensor<double> s(kiln::Shape{});
+  CHECK(s.numel() == 1);  // rank 0: one element
+  CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 64 == 0);
+}
+
+TEST_CASE("Tensor copies deeply and moves cheaply") {
+  auto a = kiln::randn<float>({4, 5}, 3);
+  kiln::Tensor<float> b = a;
+  CHECK(b.data() != a.data());
+  b[0] = a[0] + 1.0f;
+  CHECK(b[0] != a[0]);
+  CHECK(b[7] == a[7]);
+  const float* p = a.data();
+  kiln::Tensor<float> c = std::move(a);
+  CHECK(c.data() == p);
+  c.at({3, 4}) = 2.5f;
+  CHECK(c[19] == 2.5f);
+  CHECK_THROWS_AS(c.at({4, 0}), std::out_of_range);
+  CHECK_THROWS_AS(c.at({1}), std::out_of_range);
+}
+
+TEST_CASE("randn is reproducible per seed and standard normal") {
+  auto a = kiln::randn<double>({100000}, 7), b = kiln::randn<double>({100000}, 7), c = kiln::randn<double>({100000}, 8);
+  double mean = 0, var = 0;
+  bool same = true, differ = false;
+  for (std::size_t i = 0; i < a.numel(); ++i) {
+    same = same && a[i] == b[i];
+    differ = differ || a[i] != c[i];
+    mean += a[i];
+  }
+  mean /= a.numel();
+  for (std::size_t i = 0; i < a.numel(); ++i) var += (a[i] - mean) * (a[i] - mean);
+  var /= a.numel();
+  CHECK(same);
+  CHECK(differ);
+  CHECK(std::abs(mean) < 0.02);
+  CHECK(std::abs(var - 1.0) < 0.02);
+  auto u = kiln::rand<float>({1000}, 1, -2.0f, 3.0f);
+  for (std::size_t i = 0; i < u.numel(); ++i) {
+    CHECK(u[i] >= -2.0f);
+    CHECK(u[i] < 3.0f);
+  }
+}

@@ -1,0 +1,86 @@
+// Every pointwise op, compiled and eager, against the float64 reference on fresh random data.
+// Included by ops_pointwise_f32.cpp and ops_pointwise_f64.cpp with T set.
+#pragma once
+#include "reference.hpp"
+
+namespace pointwise_cases {
+
+// Odd extents, so SIMD loops run their remainders too.
+inline const kiln::Shape kShape{37, 53};
+
+template <class T>
+kiln::Tensor<T> uniform(double lo, double hi, std::uint64_t seed) {
+  return kiln::rand<T>(kShape, seed, static_cast<T>(lo), static_cast<T>(hi));
+}
+
+template <class T, class Build, class RefFn>
+void unary(const char* name, Build build, RefFn reference, double lo, double hi, double rtol = ref::Tol<T>::rtol) {
+  constexpr auto x = kiln::input<"x", 2, T>();
+  constexpr auto y = build(x);
+  auto f = kiln::compile(y);
+  auto e = kiln::eager(y);
+  const auto xt = uniform<T>(lo, hi, 11);
+  const auto want = ref::map(ref::from(xt), reference);
+  INFO("op: " << name);
+  CHECK(f.kernel_count() == 1);
+  ref::check_close(f(x = xt), want, rtol);
+  ref::check_close(e(x = xt), want, rtol);
+}
+
+template <class T, class Build, class RefFn>
+void binary(const char* name, Build build, RefFn reference, double lo, double hi, double rtol = ref::Tol<T>::rtol) {
+  constexpr auto a = kiln::input<"a", 2, T>();
+  constexpr auto b = kiln::input<"b", 2, T>();
+  constexpr auto y = build(a, b);
+  auto f = kiln::compile(y);
+  auto e = kiln::eager(y);
+  const auto at = uniform<T>(lo, hi, 21), bt = uniform<T>(lo, hi, 22);
+  const auto want = ref::zip(ref::from(at), ref::from(bt), reference);
+  INFO("op: " << name);
+  ref::check_close(f(a = at, b = bt), want, rtol);
+  ref::check_close(e(a = at, b = bt), want, rtol);
+}
+
+template <class T>
+void all_unary() {
+  using std::exp;
+  unary<T>("neg", [](auto x) { return -x; }, [](double v) { return -v; }, -5, 5);
+  unary<T>("exp", [](auto x) { return kiln::exp(x); }, [](double v) { return std::exp(v); }, -20, 20);
+  unary<T>("log", [](auto x) { return kiln::log(x); }, [](double v) { return std::log(v); }, 1e-3, 1e3);
+  unary<T>("sqrt", [](auto x) { return kiln::sqrt(x); }, [](double v) { return std::sqrt(v); }, 0, 100);
+  unary<T>("rsqrt", [](auto x) { return kiln::rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); }, 1e-2, 100);
+  unary<T>("abs", [](auto x) { return kiln::abs(x); }, [](double v) { return std::abs(v); }, -5, 5);
+  unary<T>("tanh", [](auto x) { return kiln::tanh(x); }, [](double v) { return std::tanh(v); }, -10, 10);
+  unary<T>("sigmoid", [](auto x) { return kiln::sigmoid(x); }, ref::sigmoid, -30, 30);
+  unary<T>("relu", [](auto x) { return kiln::relu(x); }, [](double v) { return v < 0 ? 0.0 : v; }, -5, 5);
+  unary<T>("gelu", [](auto x) { return kiln::gelu(x); }, ref::gelu, -6, 6);
+  unary<T>("gelu_tanh", [](auto x) { return kiln::gelu_tanh(x); }, ref::gelu_tanh, -6, 6);
+  unary<T>("square", [](auto x) { return kiln::square(x); }, [](double v) { return v * v; }, -5, 5);
+  unary<T>("pow 2.5", [](auto x) { return kiln::pow(x, 2.5); }, [](double v) { return std::pow(v, 2.5); }, 0, 10,
+           std::is_same_v<T, float> ? 5e-6 : 1e-12);
+  unary<T>("pow -1 (negative base)", [](auto x) { return kiln::pow(x, -1); }, [](double v) { return 1 / v; }, -5, -0.1);
+  unary<T>("scalar on the left", [](auto x) { return 2 - x / 4; }, [](double v) { return 2 - v / 4; }, -5, 5);
+  unary<T>("scalar comparison", [](auto x) { return x > 0.5; }, [](double v) { return v > 0.5 ? 1.0 : 0.0; }, -1, 1);
+}
+
+template <class T>
+void all_binary() {
+  binary<T>("add", [](auto a, auto b) { return a + b; }, [](double p, double q) { return p + q; }, -5, 5);
+  binary<T>("sub", [](auto a, auto b) { return a - b; }, [](double p, double q) { return p - q; }, -5, 5);
+  binary<T>("mul", [](auto a, auto b) { return a * b; }, [](double p, double q) { return p * q; }, -5, 5);
+  binary<T>("div", [](auto a, auto b) { return a / b; }, [](double p, double q) { return p / q; }, 0.5, 5);
+  binary<T>("maximum", [](auto a, auto b) { return kiln::maximum(a, b); }, [](double p, double q) { return std::max(p, q); }, -5, 5);
+  binary<T>("minimum", [](auto a, auto b) { return kiln::minimum(a, b); }, [](double p, double q) { return std::min(p, q); }, -5, 5);
+  binary<T>("less", [](auto a, auto b) { return a < b; }, [](double p, double q) { return p < q ? 1.0 : 0.0; }, -5, 5);
+  binary<T>("greater", [](auto a, auto b) { return a > b; }, [](double p, double q) { return p > q ? 1.0 : 0.0; }, -5, 5);
+  binary<T>("less_equal", [](auto a, auto b) { return a <= b; }, [](double p, double q) { return p <= q ? 1.0 : 0.0; }, -5, 5);
+  binary<T>("greater_equal", [](auto a, auto b) { return a >= b; }, [](double p, double q) { return p >= q ? 1.0 : 0.0; }, -5, 5);
+  binary<T>("where", [](auto a, auto b) { return kiln::where(a < b, a * 2, b); },
+            [](double p, double q) { return p < q ? 2 * p : q; }, -5, 5);
+  binary<T>("where with a scalar branch", [](auto a, auto b) { return kiln::where(a >= b, 0.0, a - b); },
+            [](double p, double q) { return p >= q ? 0.0 : p - q; }, -5, 5);
+  binary<T>("chain", [](auto a, auto b) { return kiln::tanh(a * b + 1) - kiln::exp(-kiln::square(b)) / (1 + kiln::abs(a)); },
+            [](double p, double q) { return std::tanh(p * q + 1) - std::exp(-q * q) / (1 + std::abs(p)); }, -3, 3);
+}
+
+}  // namespace pointwise_cases
