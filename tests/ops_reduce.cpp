@@ -1,1 +1,102 @@
+// Reductions over one axis (every axis, negative axes, keepdim) and over everything, with
+// fused pointwise prologues, against the float64 reference.
 #include "reference.hpp"
+
+namespace {
+
+template <int Axis, bool Keep, int Rank, class T = float>
+void check_axis(const kiln::Shape& shape) {
+  constexpr auto x = kiln::input<"x", Rank, T>();
+  // A prologue, fused into the reduction kernel.
+  constexpr auto p = x * 2 + 1;
+  constexpr auto y = kiln::outputs(kiln::sum<Axis, Keep>(p), kiln::mean<Axis, Keep>(p), kiln::max<Axis, Keep>(p),
+                                   kiln::min<Axis, Keep>(p));
+  auto f = kiln::compile(y);
+  auto e = kiln::eager(y);
+  CHECK(f.kernel_count() == 4);
+  const auto xt = kiln::randn<T>(shape, 41);
+  const auto rp = ref::map(ref::from(xt), [](double v) { return v * 2 + 1; });
+  constexpr int axis = Axis < 0 ? Axis + Rank : Axis;
+  INFO("shape " << shape.str() << " axis " << Axis << " keep " << Keep);
+  const double rtol = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  for (int pass = 0; pass < 2; ++pass) {
+    auto [s, m, mx, mn] = pass == 0 ? f(x = xt) : e(x = xt);
+    ref::check_close(s, ref::reduce(rp, axis, ref::Red::Sum, Keep), rtol, 1e-4);
+    ref::check_close(m, ref::reduce(rp, axis, ref::Red::Mean, Keep), rtol, 1e-5);
+    ref::check_close(mx, ref::reduce(rp, axis, ref::Red::Max, Keep));
+    ref::check_close(mn, ref::reduce(rp, axis, ref::Red::Min, Keep));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rank 1") {
+  check_axis<0, false, 1>({1001});
+  check_axis<-1, true, 1>({77});
+}
+TEST_CASE("rank 2, each axis") {
+  check_axis<0, false, 2>({129, 35});
+  check_axis<1, false, 2>({129, 35});
+  check_axis<-1, true, 2>({129, 35});
+  check_axis<-2, true, 2>({3, 700});
+}
+TEST_CASE("rank 3, each axis") {
+  check_axis<0, true, 3>({5, 6, 7});
+  check_axis<1, false, 3>({5, 6, 7});
+  check_axis<2, true, 3>({5, 6, 7});
+  check_axis<-3, false, 3>({300, 2, 3});
+}
+TEST_CASE("float64") {
+  check_axis<1, false, 2, double>({64, 33});
+  check_axis<0, true, 2, double>({64, 33});
+}
+TEST_CASE("size-1 and long axes") {
+  check_axis<1, false, 2>({40, 1});
+  check_axis<0, false, 2>({1, 40});
+  check_axis<1, true, 2>({3, 100000});
+}
+
+TEST_CASE("reductions over everything") {
+  constexpr auto x = kiln::input<"x", 3>();
+  constexpr auto y = kiln::outputs(kiln::sum(kiln::exp(x * 0.1f)), kiln::mean(x), kiln::max(x), kiln::min(x));
+  auto f = kiln::compile(y);
+  CHECK(f.kernel_count() == 4);
+  for (const kiln::Shape s : {kiln::Shape{3, 4, 5}, kiln::Shape{2, 300, 400}, kiln::Shape{1, 1, 1}}) {
+    const auto xt = kiln::randn<float>(s, 43);
+    const auto rx = ref::from(xt);
+    auto [sm, mn, mx, mi] = f(x = xt);
+    CHECK(sm.rank() == 0);
+    ref::check_close(sm, ref::reduce_all(ref::map(rx, [](double v) { return std::exp(v * 0.1); }), ref::Red::Sum), 1e-5);
+    ref::check_close(mn, ref::reduce_all(rx, ref::Red::Mean), 1e-4, 1e-6);
+    ref::check_close(mx, ref::reduce_all(rx, ref::Red::Max));
+    ref::check_close(mi, ref::reduce_all(rx, ref::Red::Min));
+  }
+}
+
+TEST_CASE("the total reduction does not depend on the thread count") {
+  constexpr auto x = kiln::input<"x", 1>();
+  auto f = kiln::compile(kiln::sum(x));
+  const auto xt = kiln::randn<float>({1 << 20}, 44);
+  const float a = f(x = xt)[0];
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const float b = f(x = xt)[0];
+  omp_set_num_threads(threads);
+  CHECK(a == b);
+#endif
+  ref::check_close(f(x = xt), ref::reduce_all(ref::from(xt), ref::Red::Sum), 1e-4, 1e-3);
+}
+
+TEST_CASE("a reduced value broadcast back over its row is one kernel") {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto y = x - kiln::mean<-1, true>(x) + kiln::max<1, true>(kiln::abs(x));
+  auto f = kiln::compile(y);
+  CHECK(f.kernel_count() == 1);
+  const auto xt = kiln::randn<float>({50, 70}, 45);
+  const auto rx = ref::from(xt);
+  const auto want = ref::zip(ref::zip(rx, ref::reduce(rx, 1, ref::Red::Mean, true), [](double p, double q) { return p - q; }),
+                             ref::reduce(ref::map(rx, [](double v) { return std::abs(v); }), 1, ref::Red::Max, true),
+                             [](double p, double q) { return p + q; });
+  ref::check_close(f(x = xt), want, 1e-5, 1e-5);
+}

@@ -11,8 +11,10 @@
 
 #if defined(__GNUC__)
 #define KILN_INLINE inline __attribute__((always_inline))
+#define KILN_NOINLINE __attribute__((noinline))
 #else
 #define KILN_INLINE inline
+#define KILN_NOINLINE
 #endif
 
 // A pragma that asks for a SIMD loop; needs -fopenmp or -fopenmp-simd (kiln::kiln adds -fopenmp).

@@ -32,8 +32,10 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
     else return a + b;
   }
 
+  // Not inlined: one compiled loop serves the serial and the threaded paths, so the summation
+  // order, and so the result, is the same for any thread count.
   template <bool Unit>
-  static T partial(const Args& a, index_t r, index_t j0, index_t j1) {
+  KILN_NOINLINE static T partial(const Args& a, index_t r, index_t j0, index_t j1) {
     RowContext<T, NL, NC, 0, Unit> ctx;
     ctx.inner = a.inner;
     ctx.consts = a.consts;
