@@ -9,6 +9,9 @@
 #include <tuple>
 #include <utility>
 
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/range.hpp>
+
 #include "kiln/graph/graph.hpp"
 #include "kiln/lower/evaluator.hpp"
 #include "kiln/schedule/plan.hpp"
@@ -18,6 +21,13 @@ namespace kiln::lower {
 using schedule::Group;
 using schedule::KernelKind;
 using schedule::kMaxStages;
+
+// Calls f(hana::int_c<I>) for I in [0, N): a compile-time loop, e.g. over a program's kernels
+// (inside f, `decltype(i)::value` is a constant expression).
+template <int N, class F>
+constexpr void for_each_index(F&& f) {
+  if constexpr (N > 0) boost::hana::for_each(boost::hana::make_range(boost::hana::int_c<0>, boost::hana::int_c<N>), f);
+}
 
 enum class LowerCase : std::uint8_t { Load, Constant, Stage, Op };
 

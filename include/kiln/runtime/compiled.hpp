@@ -119,7 +119,7 @@ class Compiled {
       arena_capacity_ = state_->arena_bytes;
     }
     for (std::size_t b = kSymbols + NOut; b < ptr.size(); ++b) ptr[b] = arena_.get() + state_->buffers[b];
-    run_kernels(ptr, std::make_integer_sequence<int, nkernels>{});
+    run_kernels(ptr);
     copy_duplicate_outputs(outs, std::make_index_sequence<NOut>{});
     if constexpr (root_outputs<Root>::multi) return outs;
     else return std::move(std::get<0>(outs));
@@ -277,15 +277,24 @@ class Compiled {
       contiguous_strides(st.shapes[grp.gemm], f.strides);
     }
 
-    prepare_kernels(st, group_out, in_place, std::make_integer_sequence<int, nkernels>{});
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      prepare_kernel<G>(st, group_out[G], in_place[G]);
+    });
 
     // Lifetimes of arena buffers, in kernel indices.
     std::vector<int> first(nbuffers, nkernels), last(nbuffers, -1);
-    touched_buffers(st, [&](int k, int b) {
+    auto touch = [&](int k, int b) {
       if (b < 0) return;
       first[b] = std::min(first[b], k);
       last[b] = std::max(last[b], k);
-    }, std::make_integer_sequence<int, nkernels>{});
+    };
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      const auto& pr = std::get<G>(st.kernels);
+      for (int b : {pr.out_buffer, pr.a_buffer, pr.b_buffer, pr.acc_buffer}) touch(G, b);
+      for (int b : pr.load_buffer) touch(G, b);
+    });
     for (std::size_t a = 0; a < arena.size(); ++a) {
       const int b = kSymbols + NOut + static_cast<int>(a);
       arena[a].first = first[b];
@@ -309,11 +318,6 @@ class Compiled {
     Shape s = st.shapes[graph().nodes[grp.root].children[0]];  // the reduced axis kept as 1
     s[s.size() - 1] = 1;
     return s;
-  }
-
-  template <int... G>
-  void prepare_kernels(State& st, const auto& group_out, const auto& in_place, std::integer_sequence<int, G...>) {
-    (prepare_kernel<G>(st, group_out[G], in_place[G]), ...);
   }
 
   template <int G>
@@ -408,21 +412,9 @@ class Compiled {
       for (int d = 0; d < nd; ++d) ra.outer[s][d] = strides[s][d];
   }
 
-  template <class F, int... G>
-  static void touched_buffers(State& st, F&& f, std::integer_sequence<int, G...>) {
-    ([&] {
-      auto& pr = std::get<G>(st.kernels);
-      for (int b : pr.load_buffer) f(G, b);
-      f(G, pr.out_buffer);
-      f(G, pr.a_buffer);
-      f(G, pr.b_buffer);
-      f(G, pr.acc_buffer);
-    }(), ...);
-  }
-
-  template <int... G>
-  void run_kernels(const std::vector<void*>& ptr, std::integer_sequence<int, G...>) {
-    ([&] {
+  void run_kernels(const std::vector<void*>& ptr) {
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
       using Desc = typename program::template kernel<G>;
       using T = typename Desc::value_type;
       auto pr = std::get<G>(state_->kernels);  // a copy: the pointers are this call's
@@ -435,7 +427,7 @@ class Compiled {
         pr.args.acc = static_cast<T*>(ptr[pr.acc_buffer]);
       }
       Prepared<Desc>::Kernel::run(pr.args);
-    }(), ...);
+    });
   }
 
   std::vector<NodeParams> params_;

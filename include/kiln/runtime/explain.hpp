@@ -69,9 +69,7 @@ template <class Program, bool Fused>
 std::string explain() {
   std::string s = std::string("kiln plan (") + (Fused ? "fused" : "eager") + "): " + std::to_string(Program::nkernels) +
                   (Program::nkernels == 1 ? " kernel\n" : " kernels\n");
-  [&]<int... G>(std::integer_sequence<int, G...>) {
-    ((s += explain_kernel<Program, G>()), ...);
-  }(std::make_integer_sequence<int, Program::nkernels>{});
+  lower::for_each_index<Program::nkernels>([&](auto g) { s += explain_kernel<Program, decltype(g)::value>(); });
   return s;
 }
 

@@ -1,6 +1,6 @@
 // kiln: GEMM + epilogue on the CPU. Fuses a matmul with the pointwise ops on its result
-// (bias, activation, residual, scale): Eigen's product fills a tile of the result, then the
-// epilogue runs over that tile while it is still in cache, in place. The matmul result is
+// (bias, activation, residual, scale): Eigen's product fills a cache-sized panel of the result, then the
+// epilogue runs over that panel while it is still in cache, in place. The matmul result is
 // never written to memory on its own and read back.
 //
 // When the epilogue's output has another shape than the matmul (the result is broadcast), the
@@ -28,6 +28,7 @@ struct GemmArgs {
   T* acc = nullptr;                // batch x M x N, contiguous
   index_t batch = 1, m = 0, n = 0, k = 0;
   bool in_place = true;  // acc is the output and the epilogue's rows are acc's rows
+  index_t panel_bytes = index_t{1} << 20;  // the epilogue runs per column panel of about this size
 };
 
 // C[m x n] (row stride ldc) = A B, single-threaded inside a parallel region.
@@ -75,11 +76,17 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
       const index_t i0 = rt * rows_per_tile, i1 = std::min(g.m, i0 + rows_per_tile);
       const index_t j0 = ct * cols_per_tile, j1 = std::min(g.n, j0 + cols_per_tile);
       if (i0 >= i1 || j0 >= j1) return;
-      T* c = g.acc + b * g.m * g.n + i0 * g.n + j0;
-      gemm_tile(g.a.ptr + b * g.a.batch + i0 * g.a.row, g.a.row, g.a.col, g.b.ptr + b * g.b.batch + j0 * g.b.col,
-                g.b.row, g.b.col, c, g.n, i1 - i0, j1 - j0, g.k);
-      if constexpr (Desc::has_epilogue) {
-        if (g.in_place) Epilogue::run_tile(g.epilogue, b * g.m + i0, b * g.m + i1, j0, j1);
+      // Within a tile, column panels of about kPanelBytes: the epilogue reads each panel right
+      // after the product wrote it, from cache; B's columns are packed once either way.
+      const index_t rows = i1 - i0;
+      const index_t panel = std::max<index_t>(64, g.panel_bytes / static_cast<index_t>(sizeof(T)) / rows / 16 * 16);
+      for (index_t p0 = j0; p0 < j1; p0 += panel) {
+        const index_t p1 = std::min(j1, p0 + panel);
+        gemm_tile(g.a.ptr + b * g.a.batch + i0 * g.a.row, g.a.row, g.a.col, g.b.ptr + b * g.b.batch + p0 * g.b.col,
+                  g.b.row, g.b.col, g.acc + b * g.m * g.n + i0 * g.n + p0, g.n, rows, p1 - p0, g.k);
+        if constexpr (Desc::has_epilogue) {
+          if (g.in_place) Epilogue::run_tile(g.epilogue, b * g.m + i0, b * g.m + i1, p0, p1);
+        }
       }
     });
     if constexpr (Desc::has_epilogue) {
