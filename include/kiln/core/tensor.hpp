@@ -5,7 +5,10 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "kiln/core/shape.hpp"
 
@@ -14,13 +17,75 @@ namespace kiln {
 namespace detail {
 // 64-byte alignment: a cache line, and the widest SIMD register (AVX-512).
 inline constexpr std::size_t kAlignment = 64;
+
+// Buffers of 1 MiB and more are cached when freed, in free lists keyed by size rounded up to
+// 1 MiB, and handed out again: a fresh output of a repeated call then reuses pages that are
+// already mapped instead of faulting in (and zeroing) new ones, which costs more than the
+// kernel writing it. At most kHostCacheBytes are kept; the rest goes back to the system.
+inline constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
+inline constexpr std::size_t kHostCacheBytes = std::size_t{1} << 30;
+
+class HostCache {
+ public:
+  static HostCache& instance() {
+    static HostCache cache;
+    return cache;
+  }
+  static std::size_t rounded(std::size_t bytes) { return (bytes + kCachedFrom - 1) / kCachedFrom * kCachedFrom; }
+  void* allocate(std::size_t bytes) {
+    const std::size_t size = rounded(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= size;
+        return p;
+      }
+    }
+    return ::operator new(size, std::align_val_t(kAlignment));
+  }
+  void release(void* p, std::size_t bytes) noexcept {
+    const std::size_t size = rounded(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_ + size <= kHostCacheBytes) {
+        try {
+          free_[size].push_back(p);
+          cached_ += size;
+          return;
+        } catch (...) {  // no memory for the list: free the buffer instead
+        }
+      }
+    }
+    ::operator delete(p, std::align_val_t(kAlignment));
+  }
+  ~HostCache() {
+    for (auto& [size, list] : free_)
+      for (void* p : list) ::operator delete(p, std::align_val_t(kAlignment));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_ = 0;
+};
+
+inline void* aligned_alloc_bytes(std::size_t bytes) {
+  if (bytes >= kCachedFrom) return HostCache::instance().allocate(bytes);
+  return ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t(kAlignment));
+}
 struct AlignedDelete {
-  void operator()(void* p) const noexcept { ::operator delete(p, std::align_val_t(kAlignment)); }
+  std::size_t bytes = 0;
+  void operator()(void* p) const noexcept {
+    if (bytes >= kCachedFrom) HostCache::instance().release(p, bytes);
+    else ::operator delete(p, std::align_val_t(kAlignment));
+  }
 };
 template <class T>
 T* aligned_new(std::size_t n) {
-  return static_cast<T*>(::operator new(std::max<std::size_t>(n, 1) * sizeof(T),
-                                        std::align_val_t(kAlignment)));
+  return static_cast<T*>(aligned_alloc_bytes(n * sizeof(T)));
 }
 }  // namespace detail
 
@@ -33,7 +98,8 @@ class Tensor {
   using value_type = T;
 
   Tensor() = default;
-  explicit Tensor(const Shape& shape) : shape_(shape), data_(detail::aligned_new<T>(shape.numel())) {}
+  explicit Tensor(const Shape& shape)
+      : shape_(shape), data_(detail::aligned_new<T>(shape.numel()), detail::AlignedDelete{shape.numel() * sizeof(T)}) {}
   Tensor(std::initializer_list<std::size_t> dims) : Tensor(Shape(dims)) {}
   explicit Tensor(const std::vector<std::size_t>& dims) : Tensor(Shape(dims)) {}
 

@@ -115,7 +115,8 @@ class Compiled {
       ((ptr[kSymbols + k++] = t.data()), ...);
     }, outs);
     if (arena_capacity_ < state_->arena_bytes) {
-      arena_.reset(static_cast<std::byte*>(::operator new(state_->arena_bytes, std::align_val_t(kArenaAlignment))));
+      arena_ = std::unique_ptr<std::byte[], detail::AlignedDelete>(
+          static_cast<std::byte*>(detail::aligned_alloc_bytes(state_->arena_bytes)), detail::AlignedDelete{state_->arena_bytes});
       arena_capacity_ = state_->arena_bytes;
     }
     for (std::size_t b = kSymbols + NOut; b < ptr.size(); ++b) ptr[b] = arena_.get() + state_->buffers[b];
