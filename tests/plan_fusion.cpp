@@ -42,7 +42,7 @@ TEST_CASE("W4, the FFN, is two kernels") {
   auto f = kiln::compile(y);
   CHECK(f.kernel_count() == 2);
   const std::string plan = f.explain();
-  CHECK(plan.find("kiln plan (fused): 2 kernels") != std::string::npos);
+  CHECK(plan.find("kiln plan (fused, Default, Fused): 2 kernels") != std::string::npos);
   CHECK(plan.find("kernel 1: gemm + epilogue -> %9 (output 0) = [matmul, add]") != std::string::npos);
   CHECK(kiln::eager(y).kernel_count() == 5);
 }

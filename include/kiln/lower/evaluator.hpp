@@ -44,6 +44,16 @@ struct LOp {
   }
 };
 
+// The number of op nodes in a tree: the operations it does per element.
+template <class Tree>
+struct tree_ops {
+  static constexpr int value = 0;
+};
+template <class Op, class... Args>
+struct tree_ops<LOp<Op, Args...>> {
+  static constexpr int value = 1 + (0 + ... + tree_ops<Args>::value);
+};
+
 // One row-reduction stage: reduce Tree along the row with K.
 template <ReduceKind K, class Tree>
 struct Stage {

@@ -18,6 +18,7 @@
 #include "kiln/backend/cpu/row_kernel.hpp"
 #include "kiln/core/errors.hpp"
 #include "kiln/lower/lower.hpp"
+#include "kiln/runtime/autotune.hpp"
 #include "kiln/runtime/explain.hpp"
 #include "kiln/runtime/memory.hpp"
 #include "kiln/runtime/params.hpp"
@@ -48,6 +49,8 @@ struct Prepared {
   typename Kernel::Args args{};
   int load_buffer[Desc::nloads > 0 ? Desc::nloads : 1] = {};
   int out_buffer = -1, a_buffer = -1, b_buffer = -1, acc_buffer = -1;
+  std::unique_ptr<cpu::GemmWorkspace<typename Desc::value_type>> workspace;  // GEMM kernels only
+  cpu::LaunchConfig& config() { return args.config; }
 
   auto& row_args() {
     if constexpr (requires { args.epilogue; }) return args.epilogue;
@@ -81,11 +84,12 @@ struct root_outputs<Outputs<Es...>> {
   static constexpr bool multi = true;
 };
 
-template <class Root, bool Fuse>
+template <class Root, class Policy>
 class Compiled {
  public:
-  using program = lower::Program<Root, Fuse>;
+  using program = lower::Program<Root, Policy::fuse>;
   using graph_type = typename program::graph_type;
+  using policy = Policy;
   static constexpr int N = program::size;
   static constexpr int NOut = graph_type::noutputs;
   static constexpr int nkernels = program::nkernels;
@@ -93,41 +97,82 @@ class Compiled {
   explicit Compiled(const Root& root) : params_(node_params<graph_type>(root)) {}
 
   // Runs the program: f(x = xt, w = wt, ...). Returns a Tensor, or a std::tuple of tensors
-  // for kiln::outputs(...).
+  // for kiln::outputs(...); the outputs are fresh tensors.
   template <class... Bs>
   auto operator()(const Bs&... bs) {
     check_bindings<Bs...>();
-    std::array<const void*, kSymbols + 1> data{};
-    std::array<Shape, kSymbols + 1> shapes{};
-    ((data[symbol_index(Bs::id)] = bs.tensor->data(), shapes[symbol_index(Bs::id)] = bs.tensor->shape()), ...);
-    for (int s = 0; s < kSymbols; ++s) {
-      const auto& n = graph().nodes[kSymbolNodes[s]];
-      if (shapes[s].rank() != n.rank)
-        throw ShapeError(std::string("symbol '") + n.name + "': expected a tensor of rank " +
-                         std::to_string(n.rank) + ", got shape " + shapes[s].str());
-    }
-    if (!state_ || !std::equal(shapes.begin(), shapes.begin() + kSymbols, state_->key.begin())) prepare(shapes);
-    auto outs = make_outputs(std::make_index_sequence<NOut>{});
-    std::vector<void*> ptr(state_->buffers.size());
-    for (int s = 0; s < kSymbols; ++s) ptr[s] = const_cast<void*>(data[s]);
-    std::apply([&](auto&... t) {
-      int k = 0;
-      ((ptr[kSymbols + k++] = t.data()), ...);
-    }, outs);
-    if (arena_capacity_ < state_->arena_bytes) {
-      arena_ = std::unique_ptr<std::byte[], detail::AlignedDelete>(
-          static_cast<std::byte*>(detail::aligned_alloc_bytes(state_->arena_bytes)), detail::AlignedDelete{state_->arena_bytes});
-      arena_capacity_ = state_->arena_bytes;
-    }
-    for (std::size_t b = kSymbols + NOut; b < ptr.size(); ++b) ptr[b] = arena_.get() + state_->buffers[b];
-    run_kernels(ptr);
+    const Inputs in = bind(bs...);
+    State& st = state_for(in);
+    auto outs = make_outputs(st, std::make_index_sequence<NOut>{});
+    std::array<void*, kMaxBuffers> ptr{};
+    int k = 0;
+    std::apply([&](auto&... t) { ((ptr[kSymbols + k++] = t.data()), ...); }, outs);
+    execute(st, in, ptr);
     copy_duplicate_outputs(outs, std::make_index_sequence<NOut>{});
     if constexpr (root_outputs<Root>::multi) return outs;
     else return std::move(std::get<0>(outs));
   }
 
+  // Runs the program into tensors the caller owns: f.into(out, x = xt) or, for several
+  // outputs, f.into(std::tie(o1, o2), x = xt). Their shapes must be the outputs' shapes and
+  // they must not be bound inputs. In ReduceOverhead and MaxAutotune, a repeated call with
+  // the same input shapes allocates nothing.
+  template <class Out, class... Bs>
+  void into(Out&& out, const Bs&... bs) {
+    check_bindings<Bs...>();
+    auto targets = as_output_tuple(out);
+    static_assert(std::tuple_size_v<decltype(targets)> == NOut,
+                  "kiln: into() needs one tensor per output of the compiled expression (use std::tie for several)");
+    check_output_types(targets, std::make_index_sequence<NOut>{});
+    const Inputs in = bind(bs...);
+    State& st = state_for(in);
+    std::array<void*, kMaxBuffers> ptr{};
+    int k = 0;
+    std::apply(
+        [&](auto&... t) {
+          (([&] {
+             const Shape& want = st.shapes[graph().outputs[k]];
+             if (!(t.shape() == want))
+               throw ShapeError("into: output " + std::to_string(k) + " has shape " + t.shape().str() +
+                                ", the expression gives " + want.str());
+             for (int s = 0; s < kSymbols; ++s)
+               if (in.data[s] == t.data() && t.numel() > 0)
+                 throw BindingError("into: output " + std::to_string(k) + " is the tensor bound to '" +
+                                    std::string(graph().nodes[kSymbolNodes[s]].name) +
+                                    "'; an output must not alias an input");
+             ptr[kSymbols + k++] = t.data();
+           }()),
+           ...);
+        },
+        targets);
+    execute(st, in, ptr);
+    copy_duplicate_outputs(targets, std::make_index_sequence<NOut>{});
+  }
+
   std::size_t kernel_count() const { return nkernels; }
-  std::string explain() const { return runtime::explain<program, Fuse>(); }
+
+  // The plan; after a call, also each kernel's traffic and operation count for the last input
+  // shapes and, under MaxAutotune, the chosen launch configuration and each candidate's time.
+  std::string explain() const {
+    std::string s = runtime::explain<program>(std::string(Policy::fuse ? "fused" : "unfused") + ", " + Policy::mode_name +
+                                              ", " + Policy::backend_name);
+    if (const State* st = last_state()) {
+      s += "for input shapes";
+      for (int i = 0; i < kSymbols; ++i)
+        s += std::string(i ? ", " : " ") + graph().nodes[kSymbolNodes[i]].name + " " + st->key[i].str();
+      s += ":\n";
+      for (int g = 0; g < nkernels; ++g) {
+        char line[160];
+        std::snprintf(line, sizeof line, "  kernel %d: reads %.3g MB, writes %.3g MB, %.3g Mop\n", g, st->read_bytes[g] / 1e6,
+                      st->write_bytes[g] / 1e6, st->ops[g] / 1e6);
+        s += line;
+        if (!st->tune_notes[g].empty()) s += "    autotune: " + st->tune_notes[g] + "\n";
+      }
+    }
+    return s;
+  }
+
+  const AutotuneStats& autotune_stats() const { return stats_; }
 
  private:
   static constexpr const auto& graph() { return program::graph; }
@@ -145,6 +190,10 @@ class Compiled {
       if (program::graph.nodes[i].kind == NodeKind::Symbol) a[c++] = i;
     return a;
   }();
+  // Inputs, outputs, and at most one arena buffer per node plus one scratch per kernel.
+  static constexpr int kMaxBuffers = kSymbols + NOut + N + nkernels + 1;
+  static constexpr std::size_t kMaxPlans = 8;  // ReduceOverhead: shape signatures kept
+
   static constexpr int symbol_index(std::uint64_t id) {
     for (int s = 0; s < kSymbols; ++s)
       if (program::graph.nodes[kSymbolNodes[s]].symbol_id == id) return s;
@@ -185,22 +234,10 @@ class Compiled {
     return std::array<std::size_t, N>{sizeof(dtype_of<I>)...};
   }(std::make_integer_sequence<int, N>{});
 
-  template <std::size_t... K>
-  auto make_outputs(std::index_sequence<K...>) const {
-    return std::tuple<Tensor<dtype_of<graph().outputs[K]>>...>(
-        Tensor<dtype_of<graph().outputs[K]>>(state_->shapes[graph().outputs[K]])...);
-  }
-  template <class Tuple, std::size_t... K>
-  static void copy_duplicate_outputs(Tuple& outs, std::index_sequence<K...>) {
-    ([&] {
-      constexpr int first = [] {
-        for (int j = 0; j < NOut; ++j)
-          if (program::graph.outputs[j] == program::graph.outputs[K]) return j;
-        return 0;
-      }();
-      if constexpr (first != static_cast<int>(K)) std::get<K>(outs) = std::get<first>(outs);
-    }(), ...);
-  }
+  struct Inputs {
+    std::array<const void*, kSymbols + 1> data{};
+    std::array<Shape, kSymbols + 1> shapes{};
+  };
 
   using kernel_tuple = decltype([]<int... G>(std::integer_sequence<int, G...>) {
     return std::tuple<Prepared<typename program::template kernel<G>>...>{};
@@ -212,12 +249,170 @@ class Compiled {
     std::vector<Face> faces, view_faces;
     std::vector<std::size_t> buffers;  // arena buffers: their offsets (others unused)
     std::size_t arena_bytes = 0;
+    std::unique_ptr<std::byte[], detail::AlignedDelete> arena;  // persistent policies only
     kernel_tuple kernels;
+    bool tuned = false;
+    std::array<double, (nkernels > 0 ? nkernels : 1)> read_bytes{}, write_bytes{}, ops{};
+    std::array<std::string, (nkernels > 0 ? nkernels : 1)> tune_notes;
   };
 
+  template <class... Bs>
+  static Inputs bind(const Bs&... bs) {
+    Inputs in;
+    ((in.data[symbol_index(Bs::id)] = bs.tensor->data(), in.shapes[symbol_index(Bs::id)] = bs.tensor->shape()), ...);
+    for (int s = 0; s < kSymbols; ++s) {
+      const auto& n = graph().nodes[kSymbolNodes[s]];
+      if (in.shapes[s].rank() != n.rank)
+        throw ShapeError(std::string("symbol '") + n.name + "': expected a tensor of rank " + std::to_string(n.rank) +
+                         ", got shape " + in.shapes[s].str());
+    }
+    return in;
+  }
+
+  template <class T>
+  static auto as_output_tuple(Tensor<T>& t) {
+    return std::tuple<Tensor<T>&>(t);
+  }
+  template <class... Ts>
+  static auto as_output_tuple(const std::tuple<Tensor<Ts>&...>& t) {
+    return t;
+  }
+  template <class Tuple, std::size_t... K>
+  static constexpr void check_output_types(const Tuple&, std::index_sequence<K...>) {
+    static_assert((std::is_same_v<std::remove_cvref_t<std::tuple_element_t<K, Tuple>>, Tensor<dtype_of<program::graph.outputs[K]>>> && ...),
+                  "kiln: into() got an output tensor whose element type differs from the expression's");
+  }
+
+  template <std::size_t... K>
+  auto make_outputs(const State& st, std::index_sequence<K...>) const {
+    return std::tuple<Tensor<dtype_of<graph().outputs[K]>>...>(
+        Tensor<dtype_of<graph().outputs[K]>>(st.shapes[graph().outputs[K]])...);
+  }
+  template <class Tuple, std::size_t... K>
+  static void copy_duplicate_outputs(Tuple& outs, std::index_sequence<K...>) {
+    ([&] {
+      constexpr int first = [] {
+        for (int j = 0; j < NOut; ++j)
+          if (program::graph.outputs[j] == program::graph.outputs[K]) return j;
+        return 0;
+      }();
+      if constexpr (first != static_cast<int>(K)) {
+        auto& dst = std::get<K>(outs);
+        const auto& src = std::get<first>(outs);
+        std::copy_n(src.data(), src.numel(), dst.data());
+      }
+    }(), ...);
+  }
+
+  bool matches(const State& st, const Inputs& in) const {
+    return std::equal(in.shapes.begin(), in.shapes.begin() + kSymbols, st.key.begin());
+  }
+
+  // The plan for these input shapes: found among the cached ones (most recent first) or made.
+  State& state_for(const Inputs& in) {
+    for (std::size_t i = 0; i < plans_.size(); ++i)
+      if (matches(*plans_[i], in)) {
+        std::rotate(plans_.begin(), plans_.begin() + i, plans_.begin() + i + 1);
+        return *plans_.front();
+      }
+    auto st = std::make_unique<State>();
+    prepare(*st, in.shapes);
+    if (plans_.size() == (Policy::persistent ? kMaxPlans : 1)) plans_.pop_back();
+    plans_.insert(plans_.begin(), std::move(st));
+    return *plans_.front();
+  }
+  const State* last_state() const { return plans_.empty() ? nullptr : plans_.front().get(); }
+
+  // Runs every kernel; the inputs' and outputs' pointers are in ptr already.
+  void execute(State& st, const Inputs& in, std::array<void*, kMaxBuffers>& ptr) {
+    for (int s = 0; s < kSymbols; ++s) ptr[s] = const_cast<void*>(in.data[s]);
+    std::unique_ptr<std::byte[], detail::AlignedDelete> call_arena;  // Default: per call
+    std::byte* arena = st.arena.get();
+    if (!arena && st.arena_bytes > 0) {
+      call_arena = std::unique_ptr<std::byte[], detail::AlignedDelete>(
+          static_cast<std::byte*>(detail::aligned_alloc_bytes(st.arena_bytes)), detail::AlignedDelete{st.arena_bytes});
+      arena = call_arena.get();
+    }
+    for (std::size_t b = kSymbols + NOut; b < st.buffers.size(); ++b) ptr[b] = arena + st.buffers[b];
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      using Desc = typename program::template kernel<G>;
+      using Kernel = typename Prepared<Desc>::Kernel;
+      using T = typename Desc::value_type;
+      auto& pr = std::get<G>(st.kernels);
+      auto& ra = pr.row_args();
+      for (int s = 0; s < Desc::nloads; ++s) ra.ptr[s] = static_cast<const T*>(ptr[pr.load_buffer[s]]);
+      ra.out = static_cast<T*>(ptr[pr.out_buffer]);
+      if constexpr (requires { pr.args.epilogue; }) {
+        pr.args.a.ptr = static_cast<const T*>(ptr[pr.a_buffer]);
+        pr.args.b.ptr = static_cast<const T*>(ptr[pr.b_buffer]);
+        pr.args.acc = static_cast<T*>(ptr[pr.acc_buffer]);
+      }
+      if constexpr (Policy::autotune) {
+        if (!st.tuned) tune<G>(st, pr);
+      }
+      Kernel::run(pr.args);
+    });
+    st.tuned = true;
+  }
+
+  // MaxAutotune: time each launch candidate of kernel G on this call's data (kernels are pure:
+  // running one again rewrites the same values) and keep the fastest; read and write the
+  // on-disk cache.
+  template <int G, class P>
+  void tune(State& st, P& pr) {
+    using Desc = typename program::template kernel<G>;
+    using Kernel = typename P::Kernel;
+    const std::string key = machine_id() + " | " + std::string(type_name<Desc>()) + " | " + signature(pr);
+    AutotuneCache cache;
+    if (const auto hit = cache.load(key)) {
+      pr.config() = hit->config;
+      if constexpr (requires { Kernel::prepare(pr.args); }) Kernel::prepare(pr.args);
+      ++stats_.from_cache;
+      st.tune_notes[G] = describe(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
+      return;
+    }
+    TuneRecord best{{}, 1e300};
+    std::string notes;
+    for (const cpu::LaunchConfig& c : Kernel::candidates(pr.args)) {
+      pr.config() = c;
+      if constexpr (requires { Kernel::prepare(pr.args); }) Kernel::prepare(pr.args);
+      const double ms = time_ms([&] { Kernel::run(pr.args); });
+      notes += (notes.empty() ? "" : "; ") + describe(c) + " " + std::to_string(ms) + " ms";
+      if (ms < best.ms) best = {c, ms};
+    }
+    pr.config() = best.config;
+    if constexpr (requires { Kernel::prepare(pr.args); }) Kernel::prepare(pr.args);
+    cache.store(key, best);
+    ++stats_.tuned;
+    st.tune_notes[G] = "chose " + describe(best.config) + "; candidates: " + notes;
+  }
+
+  // The shape part of an autotune key: every extent and stride a kernel runs with.
+  template <class P>
+  static std::string signature(P& pr) {
+    const auto& ra = pr.row_args();
+    std::string s = "rows";
+    for (int d = 0; d < ra.nrow_dims; ++d) s += " " + std::to_string(ra.row_dims[d]);
+    s += " len " + std::to_string(ra.len) + " inner";
+    for (auto v : ra.inner) s += " " + std::to_string(v);
+    for (const auto& o : ra.outer) {
+      s += " outer";
+      for (int d = 0; d < ra.nrow_dims; ++d) s += " " + std::to_string(o[d]);
+    }
+    for (auto v : ra.stage_len) s += " stage " + std::to_string(v);
+    if constexpr (requires { pr.args.epilogue; }) {
+      const auto& g = pr.args;
+      s += " gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
+           std::to_string(g.k) + " a " + std::to_string(g.a.batch) + "," + std::to_string(g.a.row) + "," +
+           std::to_string(g.a.col) + " b " + std::to_string(g.b.batch) + "," + std::to_string(g.b.row) + "," +
+           std::to_string(g.b.col) + (g.in_place ? " in-place" : " scratch");
+    }
+    return s;
+  }
+
   // Plans one shape signature: shapes, buffers, strides, memory.
-  void prepare(const std::array<Shape, kSymbols + 1>& inputs) {
-    State st;
+  void prepare(State& st, const std::array<Shape, kSymbols + 1>& inputs) {
     st.key.assign(inputs.begin(), inputs.begin() + kSymbols);
     st.shapes.resize(N);
     for (int i = 0, s = 0; i < N; ++i) {
@@ -229,7 +424,7 @@ class Compiled {
     std::vector<ArenaRequest> arena;
     int nbuffers = kSymbols + NOut;
     auto arena_buffer = [&](int node, const Shape& s) {
-      arena.push_back({s.numel() * kElementSize[node]});
+      arena.push_back({s.numel() * kElementSize.at(static_cast<std::size_t>(node))});
       return nbuffers++;
     };
     std::array<int, (nkernels > 0 ? nkernels : 1)> group_out{};
@@ -304,7 +499,9 @@ class Compiled {
     st.arena_bytes = plan_memory(arena);
     st.buffers.assign(nbuffers, 0);
     for (std::size_t a = 0; a < arena.size(); ++a) st.buffers[kSymbols + NOut + a] = arena[a].offset;
-    state_ = std::move(st);
+    if (Policy::persistent && st.arena_bytes > 0)
+      st.arena = std::unique_ptr<std::byte[], detail::AlignedDelete>(
+          static_cast<std::byte*>(detail::aligned_alloc_bytes(st.arena_bytes)), detail::AlignedDelete{st.arena_bytes});
   }
 
   // The shape of iteration space `space` of kernel G.
@@ -384,6 +581,46 @@ class Compiled {
     for (int d = 0; d < ra.nrow_dims; ++d) ra.rows *= ra.row_dims[d];
     ra.unit_inner = true;
     for (int s = 0; s < Desc::nloads; ++s) ra.unit_inner = ra.unit_inner && ra.inner[s] == 1;
+
+    // Traffic and operation counts for explain(): each distinct buffer read once, the root
+    // written once; an op per evaluator node per element, 2 per GEMM multiply-add.
+    const double elem = sizeof(T);
+    double reads = 0;
+    int seen[Desc::nloads + 2] = {};
+    int nseen = 0;
+    auto read = [&](int buffer, const Shape& shape) {
+      for (int i = 0; i < nseen; ++i)
+        if (seen[i] == buffer) return;
+      seen[nseen++] = buffer;
+      reads += static_cast<double>(shape.numel()) * elem;
+    };
+    for (int s = 0; s < Desc::nloads; ++s)
+      if constexpr (kind == schedule::KernelKind::Gemm) {
+        if (ki.load_node[s] != ki.group.gemm) read(pr.load_buffer[s], st.shapes[ki.load_node[s]]);
+      } else {
+        read(pr.load_buffer[s], st.shapes[ki.load_node[s]]);
+      }
+    const double elements = static_cast<double>(ra.rows) * static_cast<double>(ra.len);
+    st.write_bytes[G] = static_cast<double>(st.shapes[ki.group.root].numel()) * elem;
+    if constexpr (kind == schedule::KernelKind::Gemm) {
+      const auto& mm = graph().nodes[ki.group.gemm];
+      read(pr.a_buffer, st.shapes[mm.children[0]]);
+      read(pr.b_buffer, st.shapes[mm.children[1]]);
+      const auto& g = pr.args;
+      st.ops[G] = 2.0 * g.batch * g.m * g.n * g.k + elements * lower::tree_ops<typename Desc::epilogue>::value;
+      pr.workspace = std::make_unique<cpu::GemmWorkspace<T>>();
+      pr.args.workspace = pr.workspace.get();
+      Prepared<Desc>::Kernel::prepare(pr.args);
+    } else if constexpr (kind == schedule::KernelKind::Row) {
+      st.ops[G] = elements * lower::tree_ops<typename Desc::out_tree>::value;
+      [&]<class... S>(lower::TypeList<S...>) {
+        int s = 0;
+        ((st.ops[G] += static_cast<double>(ra.rows) * ra.stage_len[s++] * (lower::tree_ops<typename S::tree>::value + 1)), ...);
+      }(typename Desc::stages{});
+    } else {
+      st.ops[G] = elements * (lower::tree_ops<typename Desc::tree>::value + 1);
+    }
+    st.read_bytes[G] = reads;
   }
 
   // Merges dims that every load walks as one; with_inner also folds rows into the last axis.
@@ -413,28 +650,9 @@ class Compiled {
       for (int d = 0; d < nd; ++d) ra.outer[s][d] = strides[s][d];
   }
 
-  void run_kernels(const std::vector<void*>& ptr) {
-    lower::for_each_index<nkernels>([&](auto g) {
-      constexpr int G = decltype(g)::value;
-      using Desc = typename program::template kernel<G>;
-      using T = typename Desc::value_type;
-      auto pr = std::get<G>(state_->kernels);  // a copy: the pointers are this call's
-      auto& ra = pr.row_args();
-      for (int s = 0; s < Desc::nloads; ++s) ra.ptr[s] = static_cast<const T*>(ptr[pr.load_buffer[s]]);
-      ra.out = static_cast<T*>(ptr[pr.out_buffer]);
-      if constexpr (requires { pr.args.epilogue; }) {
-        pr.args.a.ptr = static_cast<const T*>(ptr[pr.a_buffer]);
-        pr.args.b.ptr = static_cast<const T*>(ptr[pr.b_buffer]);
-        pr.args.acc = static_cast<T*>(ptr[pr.acc_buffer]);
-      }
-      Prepared<Desc>::Kernel::run(pr.args);
-    });
-  }
-
   std::vector<NodeParams> params_;
-  std::optional<State> state_;
-  std::unique_ptr<std::byte[], detail::AlignedDelete> arena_;
-  std::size_t arena_capacity_ = 0;
+  std::vector<std::unique_ptr<State>> plans_;  // most recent first
+  AutotuneStats stats_;
 };
 
 }  // namespace kiln::runtime
@@ -447,14 +665,13 @@ concept Compilable = Expression<R> || runtime::root_outputs<R>::multi;
 // kiln::compile<Policies...>(expr): the fused program (see runtime/policy.hpp for policies).
 template <class... Policies, Compilable Root>
 auto compile(const Root& root) {
-  using P = runtime::Policy<Policies...>;
-  return runtime::Compiled<Root, !P::eager>(root);
+  return runtime::Compiled<Root, runtime::Policy<Policies...>>(root);
 }
 
 // kiln::eager(expr): the uncompiled baseline, one kernel per node, every value materialised.
 template <Compilable Root>
 auto eager(const Root& root) {
-  return runtime::Compiled<Root, false>(root);
+  return runtime::Compiled<Root, runtime::Policy<Eager>>(root);
 }
 
 // The plan of expr, as compile(expr).explain() gives it.

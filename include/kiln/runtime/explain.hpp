@@ -65,9 +65,9 @@ std::string explain_kernel() {
          (read_list.empty() ? "nothing" : read_list) + "\n";
 }
 
-template <class Program, bool Fused>
-std::string explain() {
-  std::string s = std::string("kiln plan (") + (Fused ? "fused" : "eager") + "): " + std::to_string(Program::nkernels) +
+template <class Program>
+std::string explain(const std::string& policy) {
+  std::string s = "kiln plan (" + policy + "): " + std::to_string(Program::nkernels) +
                   (Program::nkernels == 1 ? " kernel\n" : " kernels\n");
   lower::for_each_index<Program::nkernels>([&](auto g) { s += explain_kernel<Program, decltype(g)::value>(); });
   return s;

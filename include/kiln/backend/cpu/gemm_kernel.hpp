@@ -1,12 +1,19 @@
 // kiln: GEMM + epilogue on the CPU. Fuses a matmul with the pointwise ops on its result
-// (bias, activation, residual, scale): Eigen's product fills a cache-sized panel of the result, then the
-// epilogue runs over that panel while it is still in cache, in place. The matmul result is
-// never written to memory on its own and read back.
+// (bias, activation, residual, scale): the product fills a cache-sized panel of the result,
+// then the epilogue runs over that panel while it is still in cache, in place. The matmul
+// result is never written to memory on its own and read back.
+//
+// Paths: Eigen's GEMM kernel (its packing buffers kept per thread in a GemmWorkspace, so a
+// repeated call allocates nothing), a SIMD loop for products with a few rows (GEMV-like,
+// bound by reading B once), and Eigen's public product for operands with a non-unit column
+// stride (transposed views), which may allocate temporaries.
 //
 // When the epilogue's output has another shape than the matmul (the result is broadcast), the
 // product goes to a scratch buffer first and the epilogue runs as a row kernel after it.
 #pragma once
 #include <algorithm>
+#include <memory>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -21,6 +28,24 @@ struct MatrixView {
   index_t batch = 0, row = 0, col = 1;
 };
 
+// Eigen's packing buffers, one per thread, sized for the largest tile and reused.
+template <class T>
+struct GemmWorkspace {
+  using Blocking = Eigen::internal::gemm_blocking_space<Eigen::ColMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic>;
+  std::vector<std::unique_ptr<Blocking>> per_thread;
+  index_t m = 0, n = 0, k = 0;
+
+  void reserve(index_t m_, index_t n_, index_t k_, int threads) {
+    if (m_ == m && n_ == n && k_ == k && static_cast<int>(per_thread.size()) >= threads) return;
+    m = m_, n = n_, k = k_;
+    per_thread.clear();
+    for (int t = 0; t < threads; ++t) {
+      per_thread.push_back(std::make_unique<Blocking>(std::max<index_t>(m, 1), std::max<index_t>(n, 1), std::max<index_t>(k, 1), 1, true));
+      per_thread.back()->allocateAll();
+    }
+  }
+};
+
 template <class T, int NL, int NC>
 struct GemmArgs {
   RowArgs<T, NL, NC, 0> epilogue;  // over the output; its acc slot points at `acc`
@@ -28,25 +53,48 @@ struct GemmArgs {
   T* acc = nullptr;                // batch x M x N, contiguous
   index_t batch = 1, m = 0, n = 0, k = 0;
   bool in_place = true;  // acc is the output and the epilogue's rows are acc's rows
-  index_t panel_bytes = index_t{1} << 20;  // the epilogue runs per column panel of about this size
+  LaunchConfig config;
+  GemmWorkspace<T>* workspace = nullptr;
 };
 
-// C[m x n] (row stride ldc) = A B, single-threaded inside a parallel region.
+// C[m x n] (row stride ldc) = A B for row-major A and B (unit column strides): Eigen's
+// column-major kernel computes C^T = B^T A^T, which is the same memory.
 template <class T>
-void gemm_tile(const T* a, index_t a_row, index_t a_col, const T* b, index_t b_row, index_t b_col, T* c,
-               index_t ldc, index_t m, index_t n, index_t k) {
-  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>> C(c, m, n, Eigen::OuterStride<>(ldc));
-  if (a_col == 1 && b_col == 1) {
-    Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>> A(a, m, k, Eigen::OuterStride<>(a_row));
-    Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>> B(b, k, n, Eigen::OuterStride<>(b_row));
-    C.noalias() = A * B;
-  } else {  // a transposed view: Eigen copies what it cannot read directly
-    using S = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
-    Eigen::Map<const Mat, Eigen::Unaligned, S> A(a, m, k, S(a_row, a_col));
-    Eigen::Map<const Mat, Eigen::Unaligned, S> B(b, k, n, S(b_row, b_col));
-    C.noalias() = A * B;
+void gemm_packed(const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, index_t m, index_t n, index_t k,
+                 typename GemmWorkspace<T>::Blocking& blocking) {
+  for (index_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, T(0));  // the kernel accumulates
+  if (k == 0) return;
+  Eigen::internal::general_matrix_matrix_product<index_t, T, Eigen::ColMajor, false, T, Eigen::ColMajor, false,
+                                                 Eigen::ColMajor, 1>::run(n, m, k, b, ldb, a, lda, c, 1, ldc, T(1),
+                                                                          blocking, nullptr);
+}
+
+// C[m x n] = A B for a few rows: for each row, C_i = sum_k A_ik B_k, a SIMD axpy over B's rows,
+// which reads B once and so runs at memory speed.
+template <class T>
+void gemm_rows(const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, index_t m, index_t n, index_t k) {
+  for (index_t i = 0; i < m; ++i) {
+    T* __restrict ci = c + i * ldc;
+    for (index_t j = 0; j < n; ++j) ci[j] = T(0);
+    for (index_t kk = 0; kk < k; ++kk) {
+      const T aik = a[i * lda + kk];
+      const T* __restrict bk = b + kk * ldb;
+      KILN_SIMD
+      for (index_t j = 0; j < n; ++j) ci[j] += aik * bk[j];
+    }
   }
+}
+
+// Any strides: Eigen's public product (it copies what it cannot read directly).
+template <class T>
+void gemm_strided(const T* a, index_t a_row, index_t a_col, const T* b, index_t b_row, index_t b_col, T* c, index_t ldc,
+                  index_t m, index_t n, index_t k) {
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using S = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
+  Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>> C(c, m, n, Eigen::OuterStride<>(ldc));
+  Eigen::Map<const Mat, Eigen::Unaligned, S> A(a, m, k, S(a_row, a_col));
+  Eigen::Map<const Mat, Eigen::Unaligned, S> B(b, k, n, S(b_row, b_col));
+  C.noalias() = A * B;
 }
 
 template <class Desc>
@@ -57,33 +105,73 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   using Desc = lower::GemmKernel<T, Epi, AccSlot, NL, NC>;
   using Args = GemmArgs<T, NL, NC>;
   using Epilogue = RowKernelCpu<lower::RowKernel<T, Epi, lower::TypeList<>, NL, NC>>;
+  static constexpr index_t kRowsLoop = 4;  // up to this many rows the GEMV-like loop is used
+
+  struct Tiling {
+    index_t rows_per_tile, cols_per_tile, row_tiles, col_tiles;
+    int threads;
+  };
+  // Tiles: whole matrices when there are enough batches, else row panels, else column panels
+  // (a product with few rows splits the columns of B across threads).
+  static Tiling tiling(const Args& g) {
+    Tiling t{g.m, g.n, 1, 1, threads_for(g.batch * g.m * g.n * std::max<index_t>(g.k, 1) / 16, g.config)};
+    int variant = g.config.variant;
+    if (variant == 0 || variant == 3) {
+      if (g.batch >= t.threads) variant = 0;
+      else if (g.m >= 16 * t.threads) variant = 1;
+      else variant = 2;
+    }
+    if (variant == 1) t.rows_per_tile = std::max<index_t>(1, (g.m + t.threads - 1) / t.threads);
+    if (variant == 2) t.cols_per_tile = std::max<index_t>(16, ((g.n + t.threads - 1) / t.threads + 15) / 16 * 16);
+    t.row_tiles = std::max<index_t>(1, (g.m + t.rows_per_tile - 1) / std::max<index_t>(t.rows_per_tile, 1));
+    t.col_tiles = std::max<index_t>(1, (g.n + t.cols_per_tile - 1) / std::max<index_t>(t.cols_per_tile, 1));
+    return t;
+  }
+  static bool use_rows_loop(const Args& g) {
+    return g.a.col == 1 && g.b.col == 1 && (g.config.variant == 3 || (g.config.variant == 0 && g.m <= kRowsLoop));
+  }
+
+  // Called once per plan: Eigen's packing buffers for the largest tile, per thread.
+  static void prepare(const Args& g) {
+    if (g.workspace == nullptr || g.a.col != 1 || g.b.col != 1 || use_rows_loop(g)) return;
+    const Tiling t = tiling(g);
+    g.workspace->reserve(t.rows_per_tile, t.cols_per_tile, g.k, max_threads());
+  }
+
+  // MaxAutotune's candidates: one thread; row or column panels with three epilogue panel sizes;
+  // the rows loop when there are few rows.
+  static std::vector<LaunchConfig> candidates(const Args& g) {
+    std::vector<LaunchConfig> c = {{1, 0, 0, 0}};
+    for (int variant : {1, 2})
+      for (index_t panel : {index_t{256} << 10, index_t{1} << 20, index_t{4} << 20}) c.push_back({0, 0, variant, panel});
+    if (g.a.col == 1 && g.b.col == 1 && g.m <= 64) c.push_back({0, 0, 3, index_t{1} << 20});
+    return c;
+  }
 
   static void run(const Args& g) {
-    const int threads = max_threads();
-    // Tiles: whole matrices when there are enough batches, else row panels, else column
-    // panels (a GEMV-like product with few rows splits the columns of B across threads).
-    index_t rows_per_tile = g.m, cols_per_tile = g.n;
-    if (g.batch < threads) {
-      if (g.m >= 16 * threads) rows_per_tile = (g.m + threads - 1) / threads;
-      else if (g.n >= 64 * threads) cols_per_tile = ((g.n + threads - 1) / threads + 15) / 16 * 16;
-    }
-    const index_t row_tiles = std::max<index_t>(1, (g.m + rows_per_tile - 1) / std::max<index_t>(rows_per_tile, 1));
-    const index_t col_tiles = std::max<index_t>(1, (g.n + cols_per_tile - 1) / std::max<index_t>(cols_per_tile, 1));
-    const index_t tiles = g.batch * row_tiles * col_tiles;
-    const index_t work = g.batch * g.m * g.n * std::max<index_t>(g.k, 1);
-    parallel_for(tiles, work, [&](index_t t) {
-      const index_t b = t / (row_tiles * col_tiles), rt = (t / col_tiles) % row_tiles, ct = t % col_tiles;
-      const index_t i0 = rt * rows_per_tile, i1 = std::min(g.m, i0 + rows_per_tile);
-      const index_t j0 = ct * cols_per_tile, j1 = std::min(g.n, j0 + cols_per_tile);
+    const Tiling t = tiling(g);
+    const bool rows_loop = use_rows_loop(g);
+    const bool packed = !rows_loop && g.a.col == 1 && g.b.col == 1 && g.workspace &&
+                        static_cast<int>(g.workspace->per_thread.size()) >= t.threads && g.workspace->m >= t.rows_per_tile &&
+                        g.workspace->n >= t.cols_per_tile && g.workspace->k >= g.k;
+    const index_t panel_bytes = g.config.panel_bytes > 0 ? g.config.panel_bytes : index_t{1} << 20;
+    parallel_for(g.batch * t.row_tiles * t.col_tiles, t.threads, [&](index_t task) {
+      const index_t b = task / (t.row_tiles * t.col_tiles), rt = (task / t.col_tiles) % t.row_tiles, ct = task % t.col_tiles;
+      const index_t i0 = rt * t.rows_per_tile, i1 = std::min(g.m, i0 + t.rows_per_tile);
+      const index_t j0 = ct * t.cols_per_tile, j1 = std::min(g.n, j0 + t.cols_per_tile);
       if (i0 >= i1 || j0 >= j1) return;
-      // Within a tile, column panels of about kPanelBytes: the epilogue reads each panel right
+      // Within a tile, column panels of about panel_bytes: the epilogue reads each panel right
       // after the product wrote it, from cache; B's columns are packed once either way.
       const index_t rows = i1 - i0;
-      const index_t panel = std::max<index_t>(64, g.panel_bytes / static_cast<index_t>(sizeof(T)) / rows / 16 * 16);
+      const index_t panel = std::max<index_t>(64, panel_bytes / static_cast<index_t>(sizeof(T)) / rows / 16 * 16);
+      const T* a = g.a.ptr + b * g.a.batch + i0 * g.a.row;
       for (index_t p0 = j0; p0 < j1; p0 += panel) {
         const index_t p1 = std::min(j1, p0 + panel);
-        gemm_tile(g.a.ptr + b * g.a.batch + i0 * g.a.row, g.a.row, g.a.col, g.b.ptr + b * g.b.batch + p0 * g.b.col,
-                  g.b.row, g.b.col, g.acc + b * g.m * g.n + i0 * g.n + p0, g.n, rows, p1 - p0, g.k);
+        const T* bp = g.b.ptr + b * g.b.batch + p0 * g.b.col;
+        T* c = g.acc + b * g.m * g.n + i0 * g.n + p0;
+        if (rows_loop) gemm_rows(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k);
+        else if (packed) gemm_packed(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k, *g.workspace->per_thread[thread_index()]);
+        else gemm_strided(a, g.a.row, g.a.col, bp, g.b.row, g.b.col, c, g.n, rows, p1 - p0, g.k);
         if constexpr (Desc::has_epilogue) {
           if (g.in_place) Epilogue::run_tile(g.epilogue, b * g.m + i0, b * g.m + i1, p0, p1);
         }

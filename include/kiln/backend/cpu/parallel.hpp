@@ -4,6 +4,8 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
+
 #include "kiln/core/config.hpp"
 
 namespace kiln::cpu {
@@ -20,12 +22,34 @@ inline int max_threads() {
 // microseconds, which small kernels cannot repay.
 inline constexpr index_t kParallelThreshold = 1 << 15;
 
-// Runs body(task) for task in [0, ntasks), across threads when work is large enough.
-template <class Body>
-void parallel_for(index_t ntasks, index_t work, Body&& body) {
+inline int thread_index() {
 #if defined(_OPENMP)
-  if (ntasks > 1 && work >= kParallelThreshold && max_threads() > 1) {
-#pragma omp parallel for schedule(static)
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+// A kernel's launch configuration: what MaxAutotune chooses among. 0 means "the heuristic".
+struct LaunchConfig {
+  int threads = 0;             // 0: every thread, when the work is large enough
+  int chunks = 0;              // row kernels without stages: tasks per row
+  int variant = 0;             // GEMM: 1 row panels, 2 column panels, 3 the GEMV loop
+  index_t panel_bytes = 0;     // GEMM: the epilogue's panel size
+};
+
+// The number of threads a kernel of `work` elements runs on under `cfg`.
+inline int threads_for(index_t work, const LaunchConfig& cfg) {
+  if (cfg.threads > 0) return std::min(cfg.threads, max_threads());
+  return work >= kParallelThreshold ? max_threads() : 1;
+}
+
+// Runs body(task) for task in [0, ntasks) on `threads` threads.
+template <class Body>
+void parallel_for(index_t ntasks, int threads, Body&& body) {
+#if defined(_OPENMP)
+  if (ntasks > 1 && threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (index_t t = 0; t < ntasks; ++t) body(t);
     return;
   }

@@ -24,7 +24,8 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
   };
   using Op = Reduce<K, 0, false, false>;
   static constexpr index_t kColumns = 256;   // AxisReduce: output columns per task
-  static constexpr index_t kChunk = 1 << 14; // TotalReduce: elements per partial
+  static constexpr index_t kChunk = 1 << 14;  // TotalReduce: fewest elements per partial
+  static constexpr index_t kMaxPartials = 512;  // TotalReduce: partials live on the stack
 
   static KILN_INLINE T combine(T a, T b) {
     if constexpr (K == ReduceKind::Max) return std::max(a, b);
@@ -56,17 +57,24 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
     return acc;
   }
 
+  // Tasks are (row group, column chunk) pairs; the split depends only on the shape, never on
+  // the thread count, and the partials are combined in task order.
   static void run_total(const Args& a) {
-    const index_t per_row = std::max<index_t>(1, (a.len + kChunk - 1) / kChunk);
+    const index_t per_row = std::clamp<index_t>((a.len + kChunk - 1) / kChunk, 1, kMaxPartials);
     const index_t chunk = (a.len + per_row - 1) / per_row;
-    const index_t tasks = a.rows * per_row;
-    std::vector<T> partials(static_cast<std::size_t>(std::max<index_t>(tasks, 1)), Op::template identity<T>());
-    parallel_for(tasks, a.rows * a.len, [&](index_t t) {
-      const index_t r = t / per_row, j0 = (t % per_row) * chunk, j1 = std::min(a.len, j0 + chunk);
-      partials[t] = a.unit_inner ? partial<true>(a, r, j0, j1) : partial<false>(a, r, j0, j1);
+    const index_t row_groups = std::clamp<index_t>(a.rows * a.len / kChunk, 1, std::max<index_t>(1, kMaxPartials / per_row));
+    const index_t rows_per_group = (a.rows + row_groups - 1) / row_groups;
+    T partials[kMaxPartials];
+    const index_t tasks = row_groups * per_row;
+    parallel_for(tasks, threads_for(a.rows * a.len, a.config), [&](index_t t) {
+      const index_t g = t / per_row, j0 = (t % per_row) * chunk, j1 = std::min(a.len, j0 + chunk);
+      T acc = Op::template identity<T>();
+      for (index_t r = g * rows_per_group; r < std::min(a.rows, (g + 1) * rows_per_group); ++r)
+        acc = combine(acc, a.unit_inner ? partial<true>(a, r, j0, j1) : partial<false>(a, r, j0, j1));
+      partials[t] = acc;
     });
     T acc = Op::template identity<T>();
-    for (T p : partials) acc = combine(acc, p);
+    for (index_t t = 0; t < tasks; ++t) acc = combine(acc, partials[t]);
     a.out[0] = Op::template finish<T>(acc, a.rows * a.len);
   }
 
@@ -106,12 +114,15 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
       for (index_t i = 0; i < out_rows * a.len; ++i) a.out[i] = Op::template finish<T>(Op::template identity<T>(), 0);
       return;
     }
-    parallel_for(out_rows * col_tasks, a.rows * a.len, [&](index_t t) {
+    parallel_for(out_rows * col_tasks, threads_for(a.rows * a.len, a.config), [&](index_t t) {
       const index_t r = t / col_tasks, j0 = (t % col_tasks) * kColumns, j1 = std::min(a.len, j0 + kColumns);
       if (a.unit_inner) axis_task<true>(a, r, j0, j1);
       else axis_task<false>(a, r, j0, j1);
     });
   }
+
+  // MaxAutotune's candidates: one thread or all.
+  static std::vector<LaunchConfig> candidates(const Args&) { return {{1, 0, 0, 0}, {max_threads(), 0, 0, 0}}; }
 
   static void run(const Args& a) {
     if constexpr (Total) run_total(a);

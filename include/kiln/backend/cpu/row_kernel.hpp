@@ -10,6 +10,7 @@
 #pragma once
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "kiln/backend/cpu/parallel.hpp"
 #include "kiln/expr/ops/reduce.hpp"
@@ -30,6 +31,7 @@ struct RowArgs {
   index_t len = 1;   // extent of the last axis of space 0
   T* out = nullptr;  // contiguous rows x len
   bool unit_inner = false;  // every load has inner stride 1: the SIMD-friendly case
+  LaunchConfig config;
 };
 
 // The evaluation context of one row. Unit: every inner stride is 1.
@@ -113,16 +115,27 @@ struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>
     }
   }
 
+  // MaxAutotune's candidates: one thread or all; for pointwise kernels, how finely rows split.
+  static std::vector<LaunchConfig> candidates(const Args&) {
+    const int t = max_threads();
+    std::vector<LaunchConfig> c = {{1, 0, 0, 0}, {t, 0, 0, 0}};
+    if constexpr (NS == 0)
+      for (int chunks : {1, 4 * t, 16 * t}) c.push_back({t, chunks, 0, 0});
+    return c;
+  }
+
   static void run(const Args& a) {
-    const index_t work = a.rows * a.len * (NS + 1);
+    const int threads = threads_for(a.rows * a.len * (NS + 1), a.config);
     // Without stages a row may be split into chunks, so one long row still uses every thread.
     index_t chunks = 1;
-    if (NS == 0 && a.rows < 4 * max_threads()) {
-      const index_t want = std::max<index_t>(1, (4 * max_threads()) / std::max<index_t>(a.rows, 1));
+    if (NS == 0 && a.config.chunks > 0) {
+      chunks = std::min<index_t>(a.config.chunks, std::max<index_t>(1, a.len / 64));
+    } else if (NS == 0 && a.rows < 4 * threads) {
+      const index_t want = std::max<index_t>(1, (4 * threads) / std::max<index_t>(a.rows, 1));
       chunks = std::min<index_t>(want, std::max<index_t>(1, a.len / 4096));
     }
     const index_t chunk_len = (a.len + chunks - 1) / chunks;
-    parallel_for(a.rows * chunks, work, [&](index_t task) {
+    parallel_for(a.rows * chunks, threads, [&](index_t task) {
       const index_t r = task / chunks, c = task % chunks;
       const index_t j0 = c * chunk_len, j1 = std::min(a.len, j0 + chunk_len);
       if (a.unit_inner) row<true>(a, r, j0, j1);

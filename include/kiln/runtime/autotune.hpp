@@ -1,0 +1,170 @@
+// kiln: the on-disk autotune cache of MaxAutotune. One small text file per (kernel structure,
+// shapes and strides, element type, machine) key, named by the key's FNV-1a hash, in
+// $KILN_CACHE_DIR (default: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln).
+//
+// A file that is missing is tuned and written; one that is truncated, corrupt or written for
+// another key (a hash collision, another machine's copy) is ignored with a warning and
+// rewritten. Writes go to a temporary file that is renamed over the target, so concurrent
+// processes never see half a file.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "kiln/backend/cpu/parallel.hpp"
+#include "kiln/core/fixed_string.hpp"
+
+namespace kiln::runtime {
+
+namespace fs = std::filesystem;
+
+inline void warn(const std::string& message) { std::fprintf(stderr, "kiln: %s\n", message.c_str()); }
+
+// The machine part of every key: the CPU model and the thread count.
+inline std::string machine_id() {
+  static const std::string model = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line, model = "unknown cpu";
+    while (std::getline(f, line))
+      if (line.rfind("model name", 0) == 0) {
+        model = line.substr(line.find(':') + 2);
+        break;
+      }
+    return model;
+  }();
+  return model + "; " + std::to_string(cpu::max_threads()) + " threads";
+}
+
+inline fs::path cache_dir() {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "kiln";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "kiln";
+  return fs::temp_directory_path() / "kiln-cache";
+}
+
+// A type's spelling, from the compiler: the structure of a lowered kernel.
+template <class T>
+constexpr std::string_view type_name() {
+  return __PRETTY_FUNCTION__;
+}
+
+inline std::string hex(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct TuneRecord {
+  cpu::LaunchConfig config;
+  double ms = 0;
+};
+
+inline std::string encode_body(const std::string& key, const TuneRecord& r) {
+  std::ostringstream s;
+  s << "kiln-autotune 1\nkey " << key << "\nconfig " << r.config.threads << ' ' << r.config.chunks << ' '
+    << r.config.variant << ' ' << r.config.panel_bytes << "\nms " << r.ms << '\n';
+  return s.str();
+}
+
+class AutotuneCache {
+ public:
+  explicit AutotuneCache(fs::path dir = cache_dir()) : dir_(std::move(dir)) {}
+
+  fs::path path_for(const std::string& key) const { return dir_ / (hex(fnv1a(key)) + ".tune"); }
+
+  // The stored choice for key, or nothing (missing: silently; unusable: with a warning).
+  std::optional<TuneRecord> load(const std::string& key) const {
+    const fs::path p = path_for(key);
+    std::ifstream f(p, std::ios::binary);
+    if (!f) return std::nullopt;
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto bad = [&](const char* why) {
+      warn("ignoring autotune cache file " + p.string() + " (" + why + "); it will be tuned again and rewritten");
+      return std::nullopt;
+    };
+    const std::size_t check = text.rfind("check ");
+    if (check == std::string::npos || text.back() != '\n') return bad("truncated");
+    const std::string body = text.substr(0, check);
+    if (text.substr(check) != "check " + hex(fnv1a(body)) + "\n") return bad("checksum mismatch");
+    std::istringstream s(body);
+    std::string magic, version, word, stored_key;
+    s >> magic >> version;
+    if (magic != "kiln-autotune" || version != "1") return bad("not a kiln autotune file of this version");
+    s >> word;
+    s.get();
+    std::getline(s, stored_key);
+    if (word != "key" || stored_key != key) return bad("written for another kernel or machine");
+    TuneRecord r;
+    s >> word >> r.config.threads >> r.config.chunks >> r.config.variant >> r.config.panel_bytes;
+    if (word != "config" || !s) return bad("unreadable configuration");
+    s >> word >> r.ms;
+    if (word != "ms" || !s) return bad("unreadable timing");
+    return r;
+  }
+
+  // Writes atomically: a temporary file in the same folder, renamed over the target.
+  void store(const std::string& key, const TuneRecord& r) const {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec) {
+      warn("cannot create the autotune cache folder " + dir_.string() + ": " + ec.message());
+      return;
+    }
+    const std::string body = encode_body(key, r);
+    const fs::path target = path_for(key);
+    std::random_device rd;
+    const fs::path tmp = target.string() + ".tmp." + hex((std::uint64_t{rd()} << 32) ^ rd());
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      f << body << "check " << hex(fnv1a(body)) << '\n';
+      if (!f.flush()) {
+        warn("cannot write the autotune cache file " + tmp.string());
+        fs::remove(tmp, ec);
+        return;
+      }
+    }
+    fs::rename(tmp, target, ec);
+    if (ec) {
+      warn("cannot rename " + tmp.string() + " to " + target.string() + ": " + ec.message());
+      fs::remove(tmp, ec);
+    }
+  }
+
+ private:
+  fs::path dir_;
+};
+
+// How many kernels a compiled function tuned, and how many it read from the cache.
+struct AutotuneStats {
+  int tuned = 0;
+  int from_cache = 0;
+};
+
+template <class F>
+double time_ms(F&& f, int repeats = 3) {
+  f();  // warm-up
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  return best;
+}
+
+inline std::string describe(const cpu::LaunchConfig& c) {
+  std::string s = "threads=" + (c.threads ? std::to_string(c.threads) : std::string("auto"));
+  if (c.chunks) s += " chunks=" + std::to_string(c.chunks);
+  if (c.variant) s += std::string(" path=") + (c.variant == 1 ? "row-panels" : c.variant == 2 ? "column-panels" : "rows-loop");
+  if (c.panel_bytes) s += " panel=" + std::to_string(c.panel_bytes >> 10) + "KiB";
+  return s;
+}
+
+}  // namespace kiln::runtime
