@@ -12,4 +12,5 @@
 #include "kiln/expr/ops/normalization.hpp"
 #include "kiln/expr/ops/pointwise.hpp"
 #include "kiln/expr/ops/reduce.hpp"
-#include "kiln/runtime/compiled.hpp"
+#include "kiln/expr/ops/host.hpp"
+#include "kiln/runtime/compile.hpp"

@@ -101,7 +101,20 @@ class Compiled {
   template <class... Bs>
   auto operator()(const Bs&... bs) {
     check_bindings<Bs...>();
-    const Inputs in = bind(bs...);
+    return run_bound(bind(bs...));
+  }
+
+  // As operator(), ignoring bindings of symbols this program does not use: how the segments
+  // of a program with graph breaks share one call's bindings.
+  template <class... Bs>
+  auto call_subset(const Bs&... bs) {
+    check_all_bound<Bs...>(std::make_integer_sequence<int, kSymbols>{});
+    return run_bound(bind(bs...));
+  }
+
+ private:
+  template <class In>
+  auto run_bound(const In& in) {
     State& st = state_for(in);
     auto outs = make_outputs(st, std::make_index_sequence<NOut>{});
     std::array<void*, kMaxBuffers> ptr{};
@@ -112,6 +125,8 @@ class Compiled {
     if constexpr (root_outputs<Root>::multi) return outs;
     else return std::move(std::get<0>(outs));
   }
+
+ public:
 
   // Runs the program into tensors the caller owns: f.into(out, x = xt) or, for several
   // outputs, f.into(std::tie(o1, o2), x = xt). Their shapes must be the outputs' shapes and
@@ -259,7 +274,12 @@ class Compiled {
   template <class... Bs>
   static Inputs bind(const Bs&... bs) {
     Inputs in;
-    ((in.data[symbol_index(Bs::id)] = bs.tensor->data(), in.shapes[symbol_index(Bs::id)] = bs.tensor->shape()), ...);
+    ([&] {
+      if constexpr (symbol_index(Bs::id) >= 0) {
+        in.data[symbol_index(Bs::id)] = bs.tensor->data();
+        in.shapes[symbol_index(Bs::id)] = bs.tensor->shape();
+      }
+    }(), ...);
     for (int s = 0; s < kSymbols; ++s) {
       const auto& n = graph().nodes[kSymbolNodes[s]];
       if (in.shapes[s].rank() != n.rank)
@@ -657,27 +677,3 @@ class Compiled {
 
 }  // namespace kiln::runtime
 
-namespace kiln {
-
-template <class R>
-concept Compilable = Expression<R> || runtime::root_outputs<R>::multi;
-
-// kiln::compile<Policies...>(expr): the fused program (see runtime/policy.hpp for policies).
-template <class... Policies, Compilable Root>
-auto compile(const Root& root) {
-  return runtime::Compiled<Root, runtime::Policy<Policies...>>(root);
-}
-
-// kiln::eager(expr): the uncompiled baseline, one kernel per node, every value materialised.
-template <Compilable Root>
-auto eager(const Root& root) {
-  return runtime::Compiled<Root, runtime::Policy<Eager>>(root);
-}
-
-// The plan of expr, as compile(expr).explain() gives it.
-template <class... Policies, Compilable Root>
-std::string explain(const Root& root) {
-  return compile<Policies...>(root).explain();
-}
-
-}  // namespace kiln

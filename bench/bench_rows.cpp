@@ -1,0 +1,91 @@
+// W2, add + layer_norm over [4096, 768], and W3, softmax(s * 0.125) over [4096, 1024], f32;
+// peers: hand-written Eigen loops over rows on every thread. Bytes per call: W2 reads x and r
+// and writes y (12 bytes per element); W3 reads s and writes y (8).
+#include <cmath>
+
+#include "common.hpp"
+
+namespace {
+
+using Rows = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr std::size_t kRows = 4096, kD2 = 768, kD3 = 1024;
+constexpr auto x = kiln::input<"x", 2>();
+constexpr auto r = kiln::input<"r", 2>();
+constexpr auto g = kiln::param<"g", 1>();
+constexpr auto b = kiln::param<"b", 1>();
+constexpr auto s = kiln::input<"s", 2>();
+constexpr auto w2 = kiln::layer_norm(x + r, g, b, 1e-5);
+constexpr auto w3 = kiln::softmax(s * 0.125f);
+
+struct Data {
+  kiln::Tensor<float> xt = kiln::randn<float>({kRows, kD2}, 1), rt = kiln::randn<float>({kRows, kD2}, 2);
+  kiln::Tensor<float> gt = kiln::randn<float>({kD2}, 3), bt = kiln::randn<float>({kD2}, 4);
+  kiln::Tensor<float> st = kiln::randn<float>({kRows, kD3}, 5);
+};
+const Data& data() {
+  static const Data d;
+  return d;
+}
+
+template <bench::Mode M>
+void W2(benchmark::State& state) {
+  const Data& d = data();
+  kiln::Tensor<float> out({kRows, kD2});
+  bench::run_kiln<M>(state, w2, out, x = d.xt, r = d.rt, g = d.gt, b = d.bt);
+  bench::set_counters(state, 12.0 * kRows * kD2, 10.0 * kRows * kD2);
+}
+template <bench::Mode M>
+void W3(benchmark::State& state) {
+  const Data& d = data();
+  kiln::Tensor<float> out({kRows, kD3});
+  bench::run_kiln<M>(state, w3, out, s = d.st);
+  bench::set_counters(state, 8.0 * kRows * kD3, 5.0 * kRows * kD3);
+}
+#define KILN_MODES(W)                                                                                             \
+  BENCHMARK(W<bench::Mode::Eager>)->Name(#W "/kiln/Eager")->UseRealTime()->Unit(benchmark::kMillisecond);         \
+  BENCHMARK(W<bench::Mode::Default>)->Name(#W "/kiln/Default")->UseRealTime()->Unit(benchmark::kMillisecond);     \
+  BENCHMARK(W<bench::Mode::ReduceOverhead>)->Name(#W "/kiln/ReduceOverhead")->UseRealTime()->Unit(benchmark::kMillisecond); \
+  BENCHMARK(W<bench::Mode::MaxAutotune>)->Name(#W "/kiln/MaxAutotune")->UseRealTime()->Unit(benchmark::kMillisecond);
+KILN_MODES(W2)
+KILN_MODES(W3)
+
+void W2_EigenLoop(benchmark::State& state) {
+  const Data& d = data();
+  Eigen::Map<const Rows> X(d.xt.data(), kRows, kD2), R(d.rt.data(), kRows, kD2);
+  Eigen::Map<const Eigen::ArrayXf> G(d.gt.data(), kD2), B(d.bt.data(), kD2);
+  Rows Y(kRows, kD2);
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (Eigen::Index i = 0; i < static_cast<Eigen::Index>(kRows); ++i) {
+      const Eigen::Array<float, 1, Eigen::Dynamic> v = X.row(i) + R.row(i);
+      const float mean = v.mean();
+      const float var = (v - mean).square().mean();
+      Y.row(i) = (v - mean) * (1.0f / std::sqrt(var + 1e-5f)) * G.transpose() + B.transpose();
+    }
+    benchmark::ClobberMemory();
+  }
+  bench::set_counters(state, 12.0 * kRows * kD2, 10.0 * kRows * kD2);
+}
+BENCHMARK(W2_EigenLoop)->Name("W2/peer/EigenLoop")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void W3_EigenLoop(benchmark::State& state) {
+  const Data& d = data();
+  Eigen::Map<const Rows> S(d.st.data(), kRows, kD3);
+  Rows Y(kRows, kD3);
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (Eigen::Index i = 0; i < static_cast<Eigen::Index>(kRows); ++i) {
+      const Eigen::Array<float, 1, Eigen::Dynamic> v = S.row(i) * 0.125f;
+      const Eigen::Array<float, 1, Eigen::Dynamic> e = (v - v.maxCoeff()).exp();
+      Y.row(i) = e / e.sum();
+    }
+    benchmark::ClobberMemory();
+  }
+  bench::set_counters(state, 8.0 * kRows * kD3, 5.0 * kRows * kD3);
+}
+BENCHMARK(W3_EigenLoop)->Name("W3/peer/EigenLoop")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

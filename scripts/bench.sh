@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds and runs the Google Benchmark suite, then writes the tables and charts of
+# docs/benchmarks.md (docs/benchmarks/results.md and the PNGs beside it).
+# Usage: scripts/bench.sh [extra benchmark flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+dpkg-query -W -f='${Status}' python3-matplotlib 2>/dev/null | grep -q "install ok installed" || {
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-matplotlib
+}
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF -DKILN_BUILD_BENCHMARKS=ON
+cmake --build build-bench -j2
+out=build-bench/results
+mkdir -p "$out"
+for b in bench_pointwise bench_rows bench_gemm; do
+  "build-bench/bench/$b" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_min_time=0.5 --benchmark_out="$out/$b.json" --benchmark_out_format=json "$@"
+done
+/usr/bin/python3 bench/report.py docs/benchmarks "$out"/*.json
