@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Turns the bench binaries' Google Benchmark JSON into docs/benchmarks.md: per workload, a
+"""Turns the bench binaries' Google Benchmark JSON into DOCS/benchmarks.md: per workload, a
 table of times and ratios (kiln vs its eager baseline, vs the peer, vs the machine limit
-measured in the same run) and a PNG bar chart.
+measured in the same run) and a PNG bar chart in DOCS/benchmarks/.
 
-Usage: bench/report.py OUT_DIR RESULT.json [RESULT.json ...]
+Usage: bench/report.py DOCS RESULT.json [RESULT.json ...]   (scripts/bench.sh runs it)
 """
 import json
 import os
@@ -15,6 +15,26 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+
+PREAMBLE = """# Benchmarks
+
+Written by `scripts/bench.sh`, which builds `bench/` (Google Benchmark), runs each binary with
+3 repetitions of at least 0.5 s (the median is shown) and calls `bench/report.py`. Every row of
+one workload comes from the same run of the same binary, so the ratios hold on a noisy machine.
+
+- kiln Eager: one kernel per node (`kiln::eager`), fresh outputs per call.
+- kiln Default: `kiln::compile(y)`, fresh outputs per call.
+- kiln ReduceOverhead and MaxAutotune: `f.into(out, ...)`, outputs reused.
+- Peers: Eigen Tensor on a thread pool of every core (W1); hand-written Eigen loops over rows
+  with OpenMP (W2, W3); Eigen dense products plus a bias and GELU pass (W4).
+- Limits: STREAM triad and copy over 3 x 2^24 floats with OpenMP, and Eigen's SGEMM at 2048^3.
+- Bytes are the minimum traffic (inputs read once, outputs written once). W2 and W3's data
+  (38 MB and 34 MB) fit in this machine's last-level cache, so they can pass the DRAM-bound
+  STREAM figures. Ops count one per evaluator node per element, a transcendental as one.
+- W5 (the training step) needs reverse-mode differentiation, which is not built yet.
+
+"""
 
 
 def load(paths):
@@ -36,7 +56,8 @@ def load(paths):
 
 
 def main():
-    out_dir, paths = sys.argv[1], sys.argv[2:]
+    docs, paths = sys.argv[1], sys.argv[2:]
+    out_dir = os.path.join(docs, "benchmarks")
     rows, ctx = load(paths)
     by_name = {r["name"]: r for r in rows}
     triad = by_name.get("limit/STREAM-triad", {}).get("bytes_per_second", 0.0)
@@ -90,8 +111,9 @@ def main():
     if sgemm:
         limits.append(f"- Eigen SGEMM 2048^3: {sgemm / 1e9:.0f} GFLOP/s")
 
-    md = os.path.join(out_dir, "results.md")
+    md = os.path.join(docs, "benchmarks.md")
     with open(md, "w") as f:
+        f.write(PREAMBLE)
         f.write(f"Machine: {ctx.get('host_name', '?')}, {ctx.get('num_cpus', '?')} CPUs at "
                 f"{ctx.get('mhz_per_cpu', '?')} MHz; run {ctx.get('date', '?')}.\n\n")
         f.write("Limits measured in the same run:\n\n" + "\n".join(limits) + "\n\n")

