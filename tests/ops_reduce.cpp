@@ -100,3 +100,24 @@ TEST_CASE("a reduced value broadcast back over its row is one kernel") {
                              [](double p, double q) { return p + q; });
   ref::check_close(f(x = xt), want, 1e-5, 1e-5);
 }
+
+TEST_CASE("a cached stage input whose space differs from the output's is recomputed") {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto z = kiln::input<"z", 2>();
+  constexpr auto e = kiln::exp(z);
+  constexpr auto y = x + e / kiln::sum<-1, true>(e);  // e is [1, L], the output [R, L]
+  auto f = kiln::compile(y);
+  CHECK(f.kernel_count() == 1);
+  const auto xt = kiln::randn<float>({5, 33}, 46), zt = kiln::randn<float>({1, 33}, 47);
+  const auto re = ref::map(ref::from(zt), [](double v) { return std::exp(v); });
+  const auto want = ref::zip(ref::from(xt), ref::zip(re, ref::reduce(re, 1, ref::Red::Sum, true), [](double p, double q) { return p / q; }),
+                             [](double p, double q) { return p + q; });
+  ref::check_close(f(x = xt, z = zt), want, 1e-5, 1e-6);
+  // The same kernel with equal shapes takes the cached path.
+  const auto z2 = kiln::randn<float>({5, 33}, 48);
+  const auto re2 = ref::map(ref::from(z2), [](double v) { return std::exp(v); });
+  ref::check_close(f(x = xt, z = z2),
+                   ref::zip(ref::from(xt), ref::zip(re2, ref::reduce(re2, 1, ref::Red::Sum, true), [](double p, double q) { return p / q; }),
+                            [](double p, double q) { return p + q; }),
+                   1e-5, 1e-6);
+}

@@ -36,6 +36,17 @@ struct LStage {
   }
 };
 
+// A value that row stage S computed and kept for the row (ctx.cached(S, j)), when the context
+// keeps row caches; else recomputed by Fallback.
+template <int S, class Fallback>
+struct LCached {
+  template <class T, class Ctx>
+  KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx& ctx, index_t j) {
+    if constexpr (Ctx::row_cache) return ctx.cached(S, j);
+    else return Fallback::template eval<T>(ctx, j);
+  }
+};
+
 template <class Op, class... Args>
 struct LOp {
   template <class T, class Ctx>
@@ -53,11 +64,17 @@ template <class Op, class... Args>
 struct tree_ops<LOp<Op, Args...>> {
   static constexpr int value = 1 + (0 + ... + tree_ops<Args>::value);
 };
+template <int S, class F>
+struct tree_ops<LCached<S, F>> {
+  static constexpr int value = 0;
+};
 
-// One row-reduction stage: reduce Tree along the row with K.
-template <ReduceKind K, class Tree>
+// One row-reduction stage: reduce Tree along the row with K. Cached: the stage also keeps
+// Tree's values for the row, because later trees of the kernel read them (LCached).
+template <ReduceKind K, class Tree, bool Cached>
 struct Stage {
   static constexpr ReduceKind kind = K;
+  static constexpr bool cached = Cached;
   using tree = Tree;
 };
 

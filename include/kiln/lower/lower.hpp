@@ -41,6 +41,13 @@ struct KernelInfo {
   int nconsts = 0;
   int const_node[Cap] = {};
   int acc_slot = -1;  // Gemm: the load slot of the matmul's result
+  bool cached[kMaxStages] = {};  // Row: the stage keeps its input's values for the row
+
+  constexpr int cached_stage_of(int n) const {
+    for (int s = 0; s < group.nstages; ++s)
+      if (cached[s] && space_node[s + 1] == n) return s;
+    return -1;
+  }
 
   constexpr int stage_index(int n) const {
     for (int s = 0; s < group.nstages; ++s)
@@ -99,9 +106,17 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
   if (G.kind == KernelKind::Row || G.kind == KernelKind::Gemm) {
     k.space_node[0] = G.root;
     visit(visit, G.root, 0);
+    int ncached = 0;
     for (int s = 0; s < G.nstages; ++s) {
-      k.space_node[s + 1] = g.nodes[G.stages[s]].children[0];
-      visit(visit, k.space_node[s + 1], s + 1);
+      const int input = g.nodes[G.stages[s]].children[0];
+      k.space_node[s + 1] = input;
+      visit(visit, input, s + 1);
+      // A computed stage input that other trees of the kernel read too: keep it per row
+      // (at most two stages, so the row caches stay small).
+      if (lower_case(g, p, grp, input) == LowerCase::Op && g.use_count[input] > 1 && ncached < 2) {
+        k.cached[s] = true;
+        ++ncached;
+      }
     }
     if (G.kind == KernelKind::Gemm) {
       // The accumulator is a load slot even when no epilogue op reads it.
@@ -152,8 +167,11 @@ struct Program {
     template <std::size_t... C>
     static auto build(std::index_sequence<C...>)
         -> LOp<typename graph_type::template node<Node>::op_type,
-               typename lower_tree<G, graph::NodeInfo{graph_type::info.nodes[Node]}.children[C], Space>::type...>;
-    using type = decltype(build(std::make_index_sequence<graph_type::info.nodes[Node].nchildren>{}));
+               typename lower_tree<G, graph_type::info.nodes[Node].children[C], Space>::type...>;
+    using op = decltype(build(std::make_index_sequence<graph_type::info.nodes[Node].nchildren>{}));
+    // A cached stage's input, read outside that stage's own tree, comes from the row cache.
+    static constexpr int cached = kernel_info<G>.cached_stage_of(Node);
+    using type = std::conditional_t<(cached >= 0 && Space != cached + 1), LCached<cached, op>, op>;
   };
 
   template <int G, class Seq>
@@ -161,7 +179,8 @@ struct Program {
   template <int G, int... S>
   struct stage_list<G, std::integer_sequence<int, S...>> {
     using type = TypeList<Stage<graph_type::info.nodes[kernel_info<G>.group.stages[S]].reduce_kind,
-                                typename lower_tree<G, kernel_info<G>.space_node[S + 1], S + 1>::type>...>;
+                                typename lower_tree<G, kernel_info<G>.space_node[S + 1], S + 1>::type,
+                                kernel_info<G>.cached[S]>...>;
   };
 
   template <int G, KernelKind K = kernel_info<G>.group.kind>

@@ -595,6 +595,10 @@ class Compiled {
     } else if constexpr (kind == schedule::KernelKind::TotalReduce) {
       collapse(ra, true);
     } else {
+      // Row caches: every space has the output's shape, so a cached value's position j in its
+      // stage is position j of every tree that reads it.
+      ra.row_cache = ra.len <= cpu::kRowCache;
+      for (int s = 0; s < Desc::nstages; ++s) ra.row_cache = ra.row_cache && space_shape<G>(st, s + 1) == o;
       collapse(ra, Desc::nstages == 0);
     }
     ra.rows = 1;

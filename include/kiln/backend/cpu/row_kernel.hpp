@@ -31,16 +31,25 @@ struct RowArgs {
   index_t len = 1;   // extent of the last axis of space 0
   T* out = nullptr;  // contiguous rows x len
   bool unit_inner = false;  // every load has inner stride 1: the SIMD-friendly case
+  bool row_cache = false;   // every space has the output's shape and a row fits kRowCache
   LaunchConfig config;
 };
 
-// The evaluation context of one row. Unit: every inner stride is 1.
-template <class T, int NL, int NC, int NS, bool Unit>
+// Elements of a stage input a row cache holds (on the stack of the thread running the row).
+inline constexpr index_t kRowCache = 4096;
+
+// The evaluation context of one row. Unit: every inner stride is 1. Cached: cached stages keep
+// their input's values for the row (cache[S] points at a buffer of the row's length).
+template <class T, int NL, int NC, int NS, bool Unit, bool Cached = false>
 struct RowContext {
+  static constexpr bool row_cache = Cached;
   const T* row_ptr[NL > 0 ? NL : 1];
   const index_t* inner;
   const T* consts;
   T stages[NS > 0 ? NS : 1];
+  T* cache[NS > 0 ? NS : 1];
+
+  KILN_INLINE T cached(int s, index_t j) const { return cache[s][j]; }
 
   template <int S>
   KILN_INLINE T load(index_t j) const {
@@ -51,8 +60,8 @@ struct RowContext {
   KILN_INLINE T stage(int k) const { return stages[k]; }
 };
 
-template <class T, int NL, int NC, int NS, bool Unit>
-KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit>& ctx, const RowArgs<T, NL, NC, NS>& a, index_t row) {
+template <class T, int NL, int NC, int NS, bool Unit, bool Cached>
+KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit, Cached>& ctx, const RowArgs<T, NL, NC, NS>& a, index_t row) {
   index_t off[NL > 0 ? NL : 1] = {};
   for (int d = a.nrow_dims - 1; d >= 0; --d) {
     const index_t i = row % a.row_dims[d];
@@ -68,18 +77,24 @@ KILN_INLINE void eval_span(const Ctx& ctx, T* __restrict out, index_t j0, index_
   for (index_t j = j0; j < j1; ++j) out[j] = Tree::template eval<T>(ctx, j);
 }
 
-template <ReduceKind K, class T, class Tree, class Ctx>
-KILN_INLINE T reduce_span(const Ctx& ctx, index_t len) {
+// Reduces Tree over a row; with Keep, also stores each value in keep[j].
+template <ReduceKind K, class T, class Tree, bool Keep = false, class Ctx>
+KILN_INLINE T reduce_span(const Ctx& ctx, index_t len, T* __restrict keep = nullptr) {
   T acc = Reduce<K, 0, false, false>::template identity<T>();
+  auto value = [&](index_t j) {
+    const T v = Tree::template eval<T>(ctx, j);
+    if constexpr (Keep) keep[j] = v;
+    return v;
+  };
   if constexpr (K == ReduceKind::Max) {
     KILN_SIMD_REDUCE(max, acc)
-    for (index_t j = 0; j < len; ++j) acc = std::max(acc, Tree::template eval<T>(ctx, j));
+    for (index_t j = 0; j < len; ++j) acc = std::max(acc, value(j));
   } else if constexpr (K == ReduceKind::Min) {
     KILN_SIMD_REDUCE(min, acc)
-    for (index_t j = 0; j < len; ++j) acc = std::min(acc, Tree::template eval<T>(ctx, j));
+    for (index_t j = 0; j < len; ++j) acc = std::min(acc, value(j));
   } else {
     KILN_SIMD_REDUCE(+, acc)
-    for (index_t j = 0; j < len; ++j) acc += Tree::template eval<T>(ctx, j);
+    for (index_t j = 0; j < len; ++j) acc += value(j);
   }
   return Reduce<K, 0, false, false>::template finish<T>(acc, len);
 }
@@ -92,11 +107,18 @@ struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>
   static constexpr int NS = sizeof...(Stages);
   using Args = RowArgs<T, NL, NC, NS>;
 
-  template <bool Unit>
+  static constexpr int kCachedStages = (0 + ... + Stages::cached);
+
+  template <bool Unit, bool Cached = false>
   static KILN_INLINE void row(const Args& a, index_t r, index_t j0, index_t j1) {
-    RowContext<T, NL, NC, NS, Unit> ctx;
+    RowContext<T, NL, NC, NS, Unit, Cached> ctx;
     ctx.inner = a.inner;
     ctx.consts = a.consts;
+    alignas(64) T keep[Cached ? kCachedStages : 1][Cached ? kRowCache : 1];
+    if constexpr (Cached) {
+      int k = 0, s = 0;
+      ((ctx.cache[s++] = Stages::cached ? keep[k++] : nullptr), ...);
+    }
     set_row(ctx, a, r);
     run_stages(ctx, a, std::index_sequence_for<Stages...>{});
     eval_span<T, Out>(ctx, a.out + r * a.len, j0, j1);
@@ -104,14 +126,24 @@ struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>
 
   template <class Ctx, std::size_t... S>
   static KILN_INLINE void run_stages(Ctx& ctx, const Args& a, std::index_sequence<S...>) {
-    ((ctx.stages[S] = reduce_span<Stages::kind, T, typename Stages::tree>(ctx, a.stage_len[S])), ...);
+    ((ctx.stages[S] = reduce_span<Stages::kind, T, typename Stages::tree, Ctx::row_cache && Stages::cached>(
+          ctx, a.stage_len[S], ctx.cache[S])),
+     ...);
+  }
+
+  template <bool Unit>
+  static KILN_INLINE void row_any(const Args& a, index_t r, index_t j0, index_t j1) {
+    if constexpr (kCachedStages > 0) {
+      if (a.row_cache) return row<Unit, true>(a, r, j0, j1);
+    }
+    row<Unit, false>(a, r, j0, j1);
   }
 
   // Rows [r0, r1), columns [j0, j1) of the output: used by the GEMM epilogue on a tile.
   static void run_tile(const Args& a, index_t r0, index_t r1, index_t j0, index_t j1) {
     for (index_t r = r0; r < r1; ++r) {
-      if (a.unit_inner) row<true>(a, r, j0, j1);
-      else row<false>(a, r, j0, j1);
+      if (a.unit_inner) row_any<true>(a, r, j0, j1);
+      else row_any<false>(a, r, j0, j1);
     }
   }
 
@@ -138,8 +170,8 @@ struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>
     parallel_for(a.rows * chunks, threads, [&](index_t task) {
       const index_t r = task / chunks, c = task % chunks;
       const index_t j0 = c * chunk_len, j1 = std::min(a.len, j0 + chunk_len);
-      if (a.unit_inner) row<true>(a, r, j0, j1);
-      else row<false>(a, r, j0, j1);
+      if (a.unit_inner) row_any<true>(a, r, j0, j1);
+      else row_any<false>(a, r, j0, j1);
     });
   }
 };
