@@ -69,16 +69,30 @@ void gemm_packed(const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t
                                                                           blocking, nullptr);
 }
 
-// C[m x n] = A B for a few rows: for each row, C_i = sum_k A_ik B_k, a SIMD axpy over B's rows,
-// which reads B once and so runs at memory speed.
+// C[m x n] = A B for a few rows: C_i = sum_k A_ik B_k as SIMD axpys over B's rows, four rows
+// of B at a time for every row of C (one load and store of C_i per four rows of B). B is read
+// once, so the product runs at memory speed; C's rows stay in cache.
 template <class T>
 void gemm_rows(const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, index_t m, index_t n, index_t k) {
-  for (index_t i = 0; i < m; ++i) {
-    T* __restrict ci = c + i * ldc;
-    for (index_t j = 0; j < n; ++j) ci[j] = T(0);
-    for (index_t kk = 0; kk < k; ++kk) {
+  for (index_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, T(0));
+  index_t kk = 0;
+  for (; kk + 4 <= k; kk += 4) {
+    const T* __restrict b0 = b + kk * ldb;
+    const T* __restrict b1 = b0 + ldb;
+    const T* __restrict b2 = b1 + ldb;
+    const T* __restrict b3 = b2 + ldb;
+    for (index_t i = 0; i < m; ++i) {
+      T* __restrict ci = c + i * ldc;
+      const T a0 = a[i * lda + kk], a1 = a[i * lda + kk + 1], a2 = a[i * lda + kk + 2], a3 = a[i * lda + kk + 3];
+      KILN_SIMD
+      for (index_t j = 0; j < n; ++j) ci[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
+    }
+  }
+  for (; kk < k; ++kk) {
+    const T* __restrict bk = b + kk * ldb;
+    for (index_t i = 0; i < m; ++i) {
+      T* __restrict ci = c + i * ldc;
       const T aik = a[i * lda + kk];
-      const T* __restrict bk = b + kk * ldb;
       KILN_SIMD
       for (index_t j = 0; j < n; ++j) ci[j] += aik * bk[j];
     }
