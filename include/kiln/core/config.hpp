@@ -22,9 +22,11 @@
 #define KILN_PRAGMA(x) _Pragma(#x)
 #define KILN_SIMD KILN_PRAGMA(omp simd)
 #define KILN_SIMD_REDUCE(op, var) KILN_PRAGMA(omp simd reduction(op : var))
+#define KILN_SIMD_REDUCE2(op, var, op2, var2) KILN_PRAGMA(omp simd reduction(op : var) reduction(op2 : var2))
 #else
 #define KILN_SIMD
 #define KILN_SIMD_REDUCE(op, var)
+#define KILN_SIMD_REDUCE2(op, var, op2, var2)
 #endif
 
 namespace kiln {

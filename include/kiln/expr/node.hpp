@@ -20,7 +20,18 @@
 
 namespace kiln {
 
-enum class NodeKind : std::uint8_t { Symbol, Constant, Pointwise, Reduce, Matmul, Transpose, Reshape };
+enum class NodeKind : std::uint8_t {
+  Symbol,
+  Constant,  // a Constant leaf, or a value derived from an operand's shape (kiln::count)
+  Pointwise,
+  Reduce,
+  Matmul,
+  Transpose,
+  Reshape,
+  Unsqueeze,    // a view with one more axis of extent 1
+  ReshapeLike,  // a view with another value's shape
+  ReduceTo      // a sum down to another value's shape (the adjoint of broadcasting)
+};
 enum class SymbolKind : std::uint8_t { Input, Param };
 enum class ReduceKind : std::uint8_t { Sum, Mean, Max, Min };
 
@@ -81,6 +92,12 @@ struct Ref : ExprTag {
 };
 
 namespace detail {
+template <class Op>
+constexpr unsigned shape_only_of() {
+  if constexpr (requires { Op::shape_only; }) return Op::shape_only;
+  else return 0u;
+}
+
 template <class Op, class... Cs>
 struct node_traits {  // a primitive op
   using dtype = std::common_type_t<typename Cs::dtype...>;

@@ -153,6 +153,9 @@ struct NodeInfo {
   bool all = false;
   // Symbols: the hash of the name.
   std::uint64_t symbol_id = 0;
+  // Bit k set: operand k is read for its shape only (never loaded, never forces a buffer).
+  unsigned shape_only = 0;
+  constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
 
 template <class E>
@@ -164,16 +167,17 @@ constexpr NodeInfo describe() {
   if constexpr (E::kind == NodeKind::Symbol) {
     n.name = E::name_type::chars;
     n.symbol_id = E::id;
-  } else if constexpr (E::kind == NodeKind::Constant) {
+  } else if constexpr (!requires { typename E::op_type; }) {
     n.name = "constant";
   } else {
     using Op = typename E::op_type;
     n.name = Op::name;
+    n.shape_only = kiln::detail::shape_only_of<Op>();
+    if constexpr (requires { Op::axis; }) n.axis = Op::axis;
+    if constexpr (requires { Op::all; }) n.all = Op::all;
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;
-      n.axis = Op::axis;
       n.keep = Op::keep;
-      n.all = Op::all;
     }
   }
   return n;
@@ -189,6 +193,12 @@ struct GraphInfo {
   constexpr bool is_user(int user, int node) const {
     for (int k = 0; k < nodes[user].nchildren; ++k)
       if (nodes[user].children[k] == node) return true;
+    return false;
+  }
+  // `user` reads the value of `node` (not only its shape).
+  constexpr bool reads_value(int user, int node) const {
+    for (int k = 0; k < nodes[user].nchildren; ++k)
+      if (nodes[user].children[k] == node && nodes[user].reads_value_of(k)) return true;
     return false;
   }
 };

@@ -113,4 +113,13 @@ struct ReduceKernel {
   static constexpr int nloads = NLoads, nconsts = NConsts, nstages = 0;
 };
 
+// ReduceTo: sum Tree (over the input's shape) down to the output's shape, which the input
+// broadcasts from: the adjoint of broadcasting, as gradients need it.
+template <class T, class Tree, int NLoads, int NConsts>
+struct ReduceToKernel {
+  using value_type = T;
+  using tree = Tree;
+  static constexpr int nloads = NLoads, nconsts = NConsts, nstages = 0;
+};
+
 }  // namespace kiln::lower

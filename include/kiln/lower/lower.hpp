@@ -6,6 +6,7 @@
 // a root that is a row reduction, its shape with the last axis kept). Space s + 1 is the
 // input of row stage s. Reduce kernels have one space, the input of the reduction.
 #pragma once
+#include <array>
 #include <tuple>
 #include <utility>
 
@@ -99,7 +100,8 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
         }
         return;
       case LowerCase::Op:
-        for (int c = 0; c < g.nodes[n].nchildren; ++c) self(self, g.nodes[n].children[c], space);
+        for (int c = 0; c < g.nodes[n].nchildren; ++c)
+          if (g.nodes[n].reads_value_of(c)) self(self, g.nodes[n].children[c], space);
         return;
     }
   };
@@ -164,14 +166,24 @@ struct Program {
   };
   template <int G, int Node, int Space>
   struct lower_tree<G, Node, Space, LowerCase::Op> {
+    // The operands whose values the op reads (shape-only operands are not evaluated).
+    static constexpr auto value_children = [] {
+      std::array<int, 4> c{};
+      int n = 0;
+      for (int k = 0; k < graph_type::info.nodes[Node].nchildren; ++k)
+        if (graph_type::info.nodes[Node].reads_value_of(k)) c[n++] = graph_type::info.nodes[Node].children[k];
+      c[3] = n;
+      return c;
+    }();
     template <std::size_t... C>
     static auto build(std::index_sequence<C...>)
         -> LOp<typename graph_type::template node<Node>::op_type,
-               typename lower_tree<G, graph_type::info.nodes[Node].children[C], Space>::type...>;
-    using op = decltype(build(std::make_index_sequence<graph_type::info.nodes[Node].nchildren>{}));
-    // A cached stage's input, read outside that stage's own tree, comes from the row cache.
+               typename lower_tree<G, value_children[C], Space>::type...>;
+    using op = decltype(build(std::make_index_sequence<value_children[3]>{}));
+    // A cached stage's input, read by a tree that runs after that stage (the output tree, or a
+    // later stage), comes from the row cache; earlier stages recompute it.
     static constexpr int cached = kernel_info<G>.cached_stage_of(Node);
-    using type = std::conditional_t<(cached >= 0 && Space != cached + 1), LCached<cached, op>, op>;
+    using type = std::conditional_t<(cached >= 0 && (Space == 0 || Space > cached + 1)), LCached<cached, op>, op>;
   };
 
   template <int G, class Seq>
@@ -198,6 +210,12 @@ struct Program {
     static constexpr auto& ki = kernel_info<G>;
     using T = typename graph_type::template node<ki.group.root>::dtype;
     using type = GemmKernel<T, typename lower_tree<G, ki.group.root, 0>::type, ki.acc_slot, ki.nloads, ki.nconsts>;
+  };
+  template <int G>
+  struct lower_kernel<G, KernelKind::ReduceTo> {
+    static constexpr auto& ki = kernel_info<G>;
+    using T = typename graph_type::template node<ki.group.root>::dtype;
+    using type = ReduceToKernel<T, typename lower_tree<G, ki.space_node[0], 0>::type, ki.nloads, ki.nconsts>;
   };
   template <int G, KernelKind K>
     requires(K == KernelKind::AxisReduce || K == KernelKind::TotalReduce)

@@ -15,6 +15,7 @@
 
 #include "kiln/backend/cpu/gemm_kernel.hpp"
 #include "kiln/backend/cpu/reduce_kernel.hpp"
+#include "kiln/backend/cpu/reduce_to_kernel.hpp"
 #include "kiln/backend/cpu/row_kernel.hpp"
 #include "kiln/core/errors.hpp"
 #include "kiln/lower/lower.hpp"
@@ -29,6 +30,10 @@ namespace kiln::runtime {
 
 template <class Desc>
 struct cpu_kernel;
+template <class T, class Tr, int NL, int NC>
+struct cpu_kernel<lower::ReduceToKernel<T, Tr, NL, NC>> {
+  using type = cpu::ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>;
+};
 template <class T, class O, class S, int NL, int NC>
 struct cpu_kernel<lower::RowKernel<T, O, S, NL, NC>> {
   using type = cpu::RowKernelCpu<lower::RowKernel<T, O, S, NL, NC>>;
@@ -150,6 +155,13 @@ class Compiled {
              if (!(t.shape() == want))
                throw ShapeError("into: output " + std::to_string(k) + " has shape " + t.shape().str() +
                                 ", the expression gives " + want.str());
+             if (t.data() == nullptr && t.shape().numel() > 0)
+               throw BindingError("into: output " + std::to_string(k) +
+                                  " has no storage (moved from, or default-constructed)");
+             for (int j = 0; j < k; ++j)
+               if (ptr[kSymbols + j] == t.data() && t.numel() > 0)
+                 throw BindingError("into: outputs " + std::to_string(j) + " and " + std::to_string(k) +
+                                    " are one tensor; give each output its own");
              for (int s = 0; s < kSymbols; ++s)
                if (in.data[s] == t.data() && t.numel() > 0)
                  throw BindingError("into: output " + std::to_string(k) + " is the tensor bound to '" +
@@ -282,6 +294,9 @@ class Compiled {
     }(), ...);
     for (int s = 0; s < kSymbols; ++s) {
       const auto& n = graph().nodes[kSymbolNodes[s]];
+      if (in.data[s] == nullptr && in.shapes[s].numel() > 0)
+        throw BindingError(std::string("symbol '") + n.name +
+                           "': the bound tensor has no storage (moved from, or default-constructed)");
       if (in.shapes[s].rank() != n.rank)
         throw ShapeError(std::string("symbol '") + n.name + "': expected a tensor of rank " + std::to_string(n.rank) +
                          ", got shape " + in.shapes[s].str());
@@ -471,14 +486,18 @@ class Compiled {
       if (n.kind == NodeKind::Transpose) {
         vf = st.faces[n.children[0]];
         std::swap(vf.strides[n.rank - 1], vf.strides[n.rank - 2]);
-      } else if (n.kind == NodeKind::Reshape) {
+      } else if (n.kind == NodeKind::Reshape || n.kind == NodeKind::ReshapeLike) {
         vf.buffer = st.faces[n.children[0]].buffer;  // the planner made the source contiguous
         contiguous_strides(st.shapes[i], vf.strides);
+      } else if (n.kind == NodeKind::Unsqueeze) {  // a new axis of extent 1: any stride will do
+        const Face& src = st.faces[n.children[0]];
+        vf.buffer = src.buffer;
+        for (int d = 0, e = 0; d < n.rank; ++d) vf.strides[d] = d == n.axis ? 0 : src.strides[e++];
       }
       if (plan().materialized[i]) {
         f.buffer = group_out[plan().group_of[i]];
         contiguous_strides(st.shapes[i], f.strides);
-      } else if (n.kind == NodeKind::Transpose || n.kind == NodeKind::Reshape) {
+      } else if (schedule::is_view(n.kind)) {
         f = vf;
       }
     }
@@ -524,6 +543,14 @@ class Compiled {
           static_cast<std::byte*>(detail::aligned_alloc_bytes(st.arena_bytes)), detail::AlignedDelete{st.arena_bytes});
   }
 
+  // A Constant leaf's value, or what kiln::count derives from its operand's shape.
+  double constant_value(const State& st, int node) const {
+    const auto& n = graph().nodes[node];
+    if (n.nchildren == 0) return params_[node].scalar;
+    const Shape& s = st.shapes[n.children[0]];
+    return static_cast<double>(n.all ? s.numel() : s[n.axis]);
+  }
+
   // The shape of iteration space `space` of kernel G.
   template <int G>
   static Shape space_shape(const State& st, int space) {
@@ -560,7 +587,7 @@ class Compiled {
       pr.load_buffer[s] = f.buffer;
       load_strides(st.shapes[n], f, space_shape<G>(st, ki.load_space[s]), o, ra.outer[s], ra.inner[s]);
     }
-    for (int c = 0; c < Desc::nconsts; ++c) ra.consts[c] = static_cast<T>(params_[ki.const_node[c]].scalar);
+    for (int c = 0; c < Desc::nconsts; ++c) ra.consts[c] = static_cast<T>(constant_value(st, ki.const_node[c]));
     for (int s = 0; s < Desc::nstages; ++s) {
       const Shape p = space_shape<G>(st, s + 1);
       ra.stage_len[s] = static_cast<index_t>(p[p.size() - 1]);
@@ -594,6 +621,18 @@ class Compiled {
       pr.args.axis = graph().nodes[ki.group.root].axis;
     } else if constexpr (kind == schedule::KernelKind::TotalReduce) {
       collapse(ra, true);
+    } else if constexpr (kind == schedule::KernelKind::ReduceTo) {
+      // Where each input element lands in the output: the output's strides, 0 where summed.
+      const Shape& out = st.shapes[ki.group.root];
+      index_t ost[kMaxRank] = {};
+      contiguous_strides(out, ost);
+      auto out_stride = [&](int d) -> index_t {
+        const int e = d - (ro - out.rank());
+        return (e < 0 || out[e] == 1) ? 0 : ost[e];
+      };
+      for (int d = 0; d + 1 < ro; ++d) pr.args.out_outer[d] = out_stride(d);
+      pr.args.out_inner = ro ? out_stride(ro - 1) : 0;
+      pr.args.out_numel = static_cast<index_t>(out.numel());
     } else {
       // Row caches: every space has the output's shape, so a cached value's position j in its
       // stage is position j of every tree that reads it.

@@ -14,7 +14,9 @@ std::string node_label(int i) {
   const auto& n = Program::graph.nodes[i];
   if (n.kind == NodeKind::Symbol) return n.name;
   if (n.kind == NodeKind::Transpose) return "transpose(" + node_label<Program>(n.children[0]) + ")";
-  if (n.kind == NodeKind::Reshape && !Program::plan.materialized[i]) return "reshape(" + node_label<Program>(n.children[0]) + ")";
+  if ((n.kind == NodeKind::Reshape || n.kind == NodeKind::ReshapeLike) && !Program::plan.materialized[i])
+    return "reshape(" + node_label<Program>(n.children[0]) + ")";
+  if (n.kind == NodeKind::Unsqueeze && !Program::plan.materialized[i]) return "unsqueeze(" + node_label<Program>(n.children[0]) + ")";
   return "%" + std::to_string(i);
 }
 
@@ -36,6 +38,9 @@ std::string explain_kernel() {
       break;
     case schedule::KernelKind::TotalReduce:
       kind = "total reduction";
+      break;
+    case schedule::KernelKind::ReduceTo:
+      kind = "sum to shape";
       break;
   }
   std::string ops;

@@ -24,7 +24,7 @@ template <class E>
 void collect_params(const E& e, std::vector<NodeParams>& out) {
   if constexpr (E::stateless) {
     return;
-  } else if constexpr (E::kind == NodeKind::Constant) {
+  } else if constexpr (!requires { typename E::op_type; }) {  // a Constant leaf
     out.push_back(NodeParams{static_cast<double>(e.value)});
   } else {
     using Op = typename E::op_type;

@@ -107,6 +107,8 @@ class Segmented {
 
   template <class... Bs>
   auto operator()(const Bs&... bs) {
+    (check_known<Bs>(), ...);
+    (check_once<Bs, count_id<Bs::id, Bs...>>(), ...);
     return call_subset(bs...);
   }
 
@@ -131,6 +133,24 @@ class Segmented {
   }
 
  private:
+  // The checks Compiled makes, against the symbols of the whole program.
+  using whole = graph::graph_of<Root>;
+  static constexpr bool known(std::uint64_t id) {
+    for (int i = 0; i < whole::size; ++i)
+      if (whole::info.nodes[i].kind == NodeKind::Symbol && whole::info.nodes[i].symbol_id == id) return true;
+    return false;
+  }
+  template <std::uint64_t Id, class... Bs>
+  static constexpr int count_id = ((Bs::id == Id) + ... + 0);
+  template <class B>
+  static constexpr void check_known() {
+    if constexpr (!known(B::id)) (void)symbol_not_in_expression<B>::value;
+  }
+  template <class B, int Count>
+  static constexpr void check_once() {
+    if constexpr (Count > 1) (void)symbol_bound_twice<B>::value;
+  }
+
   Compiled<First, Policy> first_;
   typename split::fn_type fn_;
   program_t<typename split::rest, Policy, K + 1> rest_;

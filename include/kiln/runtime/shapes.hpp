@@ -38,6 +38,16 @@ inline Shape broadcast(const char* op, const Shape& a, const Shape& b) {
   return Shape(out);
 }
 
+// Whether `from` broadcasts to exactly `to`.
+inline bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.rank() > to.rank()) return false;
+  for (int d = 0; d < from.rank(); ++d) {
+    const std::size_t f = from[d], t = to[d + to.rank() - from.rank()];
+    if (f != t && f != 1) return false;
+  }
+  return true;
+}
+
 inline Shape matmul_shape(const Shape& a, const Shape& b) {
   const int ra = a.rank(), rb = b.rank();
   if (a[ra - 1] != b[rb - 2])
@@ -90,7 +100,7 @@ inline Shape reshape_shape(const NodeParams& p, const Shape& in) {
 inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
   const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
   switch (n.kind) {
-    case NodeKind::Constant:
+    case NodeKind::Constant:  // a constant, or a count of an operand's elements
       return Shape{};
     case NodeKind::Pointwise: {
       Shape s = child(0);
@@ -108,6 +118,19 @@ inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& sha
     }
     case NodeKind::Reshape:
       return reshape_shape(p, child(0));
+    case NodeKind::Unsqueeze: {
+      std::vector<std::size_t> out(child(0).begin(), child(0).end());
+      out.insert(out.begin() + n.axis, 1);
+      return Shape(out);
+    }
+    case NodeKind::ReshapeLike:
+      if (child(0).numel() != child(1).numel())
+        throw ShapeError("reshape: cannot reshape " + child(0).str() + " into " + child(1).str());
+      return child(1);
+    case NodeKind::ReduceTo:
+      if (!broadcasts_to(child(1), child(0)))
+        throw ShapeError("sum_to: " + child(1).str() + " does not broadcast to " + child(0).str());
+      return child(1);
     case NodeKind::Symbol:
       break;
   }

@@ -15,7 +15,7 @@
 
 namespace kiln::schedule {
 
-enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce };
+enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo };
 
 inline constexpr int kMaxStages = 8;
 
@@ -37,7 +37,10 @@ struct Plan {
   bool stages_overflow = false;
 };
 
-constexpr bool is_view(NodeKind k) { return k == NodeKind::Transpose || k == NodeKind::Reshape; }
+constexpr bool is_view(NodeKind k) {
+  return k == NodeKind::Transpose || k == NodeKind::Reshape || k == NodeKind::Unsqueeze || k == NodeKind::ReshapeLike;
+}
+constexpr bool needs_contiguous_source(NodeKind k) { return k == NodeKind::Reshape || k == NodeKind::ReshapeLike; }
 constexpr bool is_leaf(NodeKind k) { return k == NodeKind::Symbol || k == NodeKind::Constant; }
 
 template <int N, int NOut>
@@ -56,14 +59,24 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     return ntmp - 1;
   };
 
+  // Live nodes: outputs and what live nodes read the value of. A node read only for its shape
+  // (kiln::sum_to's target, say) never runs.
+  bool live[N > 0 ? N : 1] = {};
+  for (int i = N - 1; i >= 0; --i) {
+    live[i] = g.is_output[i];
+    for (int u = i + 1; u < N && !live[i]; ++u) live[i] = live[u] && g.reads_value(u, i);
+  }
+
   for (int i = N - 1; i >= 0; --i) {
     const graph::NodeInfo& n = g.nodes[i];
+    if (!live[i]) continue;
     bool reshaped = false;  // a transpose read by a reshape must be made contiguous first
     for (int u = i + 1; u < N; ++u)
-      if (g.is_user(u, i) && g.nodes[u].kind == NodeKind::Reshape) reshaped = true;
+      if (live[u] && g.reads_value(u, i) && needs_contiguous_source(g.nodes[u].kind)) reshaped = true;
 
     if (is_leaf(n.kind) || is_view(n.kind)) {
-      if (g.is_output[i] || (n.kind == NodeKind::Transpose && reshaped)) {
+      // A reshape needs a contiguous source: a strided view under one is copied first.
+      if (g.is_output[i] || ((n.kind == NodeKind::Transpose || n.kind == NodeKind::Unsqueeze) && reshaped)) {
         tmp[new_group(i, KernelKind::Row)].copy = true;
       }
       continue;
@@ -74,7 +87,7 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     bool joinable = fuse && !g.is_output[i];
     bool any_user = false;
     for (int u = i + 1; u < N && joinable; ++u) {
-      if (!g.is_user(u, i)) continue;
+      if (!live[u] || !g.reads_value(u, i)) continue;  // shape-only uses do not bind a node to a kernel
       any_user = true;
       const NodeKind uk = g.nodes[u].kind;
       if (uk == NodeKind::Matmul || is_view(uk)) joinable = false;  // read from memory
@@ -114,6 +127,8 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       new_group(i, KernelKind::Row);
     } else if (n.kind == NodeKind::Matmul) {
       tmp[new_group(i, KernelKind::Gemm)].gemm = i;
+    } else if (n.kind == NodeKind::ReduceTo) {
+      new_group(i, KernelKind::ReduceTo);
     } else if (n.all) {
       new_group(i, KernelKind::TotalReduce);
     } else if (n.axis == g.nodes[n.children[0]].rank - 1) {

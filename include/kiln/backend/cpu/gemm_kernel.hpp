@@ -169,7 +169,11 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
                         static_cast<int>(g.workspace->per_thread.size()) >= t.threads && g.workspace->m >= t.rows_per_tile &&
                         g.workspace->n >= t.cols_per_tile && g.workspace->k >= g.k;
     const index_t panel_bytes = g.config.panel_bytes > 0 ? g.config.panel_bytes : index_t{1} << 20;
-    parallel_for(g.batch * t.row_tiles * t.col_tiles, t.threads, [&](index_t task) {
+    const index_t tasks = g.batch * t.row_tiles * t.col_tiles;
+    // The workspace slot: this kernel's thread number inside the region parallel_for opens; on
+    // the serial path (maybe inside the caller's own parallel region) always slot 0.
+    const bool spawned = tasks > 1 && t.threads > 1;
+    parallel_for(tasks, t.threads, [&](index_t task) {
       const index_t b = task / (t.row_tiles * t.col_tiles), rt = (task / t.col_tiles) % t.row_tiles, ct = task % t.col_tiles;
       const index_t i0 = rt * t.rows_per_tile, i1 = std::min(g.m, i0 + t.rows_per_tile);
       const index_t j0 = ct * t.cols_per_tile, j1 = std::min(g.n, j0 + t.cols_per_tile);
@@ -184,7 +188,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
         const T* bp = g.b.ptr + b * g.b.batch + p0 * g.b.col;
         T* c = g.acc + b * g.m * g.n + i0 * g.n + p0;
         if (rows_loop) gemm_rows(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k);
-        else if (packed) gemm_packed(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k, *g.workspace->per_thread[thread_index()]);
+        else if (packed) gemm_packed(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k, *g.workspace->per_thread[spawned ? thread_index() : 0]);
         else gemm_strided(a, g.a.row, g.a.col, bp, g.b.row, g.b.col, c, g.n, rows, p1 - p0, g.k);
         if constexpr (Desc::has_epilogue) {
           if (g.in_place) Epilogue::run_tile(g.epilogue, b * g.m + i0, b * g.m + i1, p0, p1);

@@ -27,11 +27,7 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
   static constexpr index_t kChunk = 1 << 14;  // TotalReduce: fewest elements per partial
   static constexpr index_t kMaxPartials = 512;  // TotalReduce: partials live on the stack
 
-  static KILN_INLINE T combine(T a, T b) {
-    if constexpr (K == ReduceKind::Max) return std::max(a, b);
-    else if constexpr (K == ReduceKind::Min) return std::min(a, b);
-    else return a + b;
-  }
+  static KILN_INLINE T combine(T a, T b) { return reduce_combine<K>(a, b); }
 
   // Not inlined: one compiled loop serves the serial and the threaded paths, so the summation
   // order, and so the result, is the same for any thread count.
@@ -42,19 +38,7 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
     ctx.consts = a.consts;
     set_row(ctx, a, r);
     for (int s = 0; s < NL; ++s) ctx.row_ptr[s] += j0 * a.inner[s];
-    T acc = Op::template identity<T>();
-    const index_t n = j1 - j0;
-    if constexpr (K == ReduceKind::Max) {
-      KILN_SIMD_REDUCE(max, acc)
-      for (index_t j = 0; j < n; ++j) acc = std::max(acc, Tree::template eval<T>(ctx, j));
-    } else if constexpr (K == ReduceKind::Min) {
-      KILN_SIMD_REDUCE(min, acc)
-      for (index_t j = 0; j < n; ++j) acc = std::min(acc, Tree::template eval<T>(ctx, j));
-    } else {
-      KILN_SIMD_REDUCE(+, acc)
-      for (index_t j = 0; j < n; ++j) acc += Tree::template eval<T>(ctx, j);
-    }
-    return acc;
+    return reduce_values<K, T>(j1 - j0, [&](index_t j) { return Tree::template eval<T>(ctx, j); });
   }
 
   // Tasks are (row group, column chunk) pairs; the split depends only on the shape, never on
@@ -108,7 +92,9 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
   }
 
   static void run_axis(const Args& a) {
-    const index_t out_rows = a.rows / std::max<index_t>(a.row_dims[a.axis], 1);
+    index_t out_rows = 1;  // every row dim but the reduced axis (which may be empty)
+    for (int d = 0; d < a.nrow_dims; ++d)
+      if (d != a.axis) out_rows *= a.row_dims[d];
     const index_t col_tasks = (a.len + kColumns - 1) / kColumns;
     if (a.row_dims[a.axis] == 0) {  // an empty axis: every output is the identity, finished
       for (index_t i = 0; i < out_rows * a.len; ++i) a.out[i] = Op::template finish<T>(Op::template identity<T>(), 0);

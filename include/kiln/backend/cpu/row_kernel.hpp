@@ -9,6 +9,7 @@
 // a stride of 0. Stage spaces share the row index and have their own length.
 #pragma once
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -77,25 +78,53 @@ KILN_INLINE void eval_span(const Ctx& ctx, T* __restrict out, index_t j0, index_
   for (index_t j = j0; j < j1; ++j) out[j] = Tree::template eval<T>(ctx, j);
 }
 
-// Reduces Tree over a row; with Keep, also stores each value in keep[j].
+// Reduces value(j) for j in [0, n) with K in a SIMD loop. OpenMP's max and min reductions
+// drop NaN, so NaN is tracked apart and wins, as in PyTorch (and kiln::maximum).
+template <ReduceKind K, class T, class Value>
+KILN_INLINE T reduce_values(index_t n, Value&& value) {
+  T acc = Reduce<K, 0, false, false>::template identity<T>();
+  if constexpr (K == ReduceKind::Max || K == ReduceKind::Min) {
+    int nan = 0;
+    if constexpr (K == ReduceKind::Max) {
+      KILN_SIMD_REDUCE2(max, acc, |, nan)
+      for (index_t j = 0; j < n; ++j) {
+        const T v = value(j);
+        nan |= v != v;
+        acc = std::max(acc, v);
+      }
+    } else {
+      KILN_SIMD_REDUCE2(min, acc, |, nan)
+      for (index_t j = 0; j < n; ++j) {
+        const T v = value(j);
+        nan |= v != v;
+        acc = std::min(acc, v);
+      }
+    }
+    return nan ? std::numeric_limits<T>::quiet_NaN() : acc;
+  } else {
+    KILN_SIMD_REDUCE(+, acc)
+    for (index_t j = 0; j < n; ++j) acc += value(j);
+    return acc;
+  }
+}
+
+// Combines two partial results of K; NaN wins.
+template <ReduceKind K, class T>
+KILN_INLINE T reduce_combine(T a, T b) {
+  if constexpr (K == ReduceKind::Max) return (b != b || b > a) ? b : a;
+  else if constexpr (K == ReduceKind::Min) return (b != b || b < a) ? b : a;
+  else return a + b;
+}
+
+// Reduces Tree over a row and finishes it (mean divides); with Keep, also stores each value in
+// keep[j].
 template <ReduceKind K, class T, class Tree, bool Keep = false, class Ctx>
 KILN_INLINE T reduce_span(const Ctx& ctx, index_t len, T* __restrict keep = nullptr) {
-  T acc = Reduce<K, 0, false, false>::template identity<T>();
-  auto value = [&](index_t j) {
+  const T acc = reduce_values<K, T>(len, [&](index_t j) {
     const T v = Tree::template eval<T>(ctx, j);
     if constexpr (Keep) keep[j] = v;
     return v;
-  };
-  if constexpr (K == ReduceKind::Max) {
-    KILN_SIMD_REDUCE(max, acc)
-    for (index_t j = 0; j < len; ++j) acc = std::max(acc, value(j));
-  } else if constexpr (K == ReduceKind::Min) {
-    KILN_SIMD_REDUCE(min, acc)
-    for (index_t j = 0; j < len; ++j) acc = std::min(acc, value(j));
-  } else {
-    KILN_SIMD_REDUCE(+, acc)
-    for (index_t j = 0; j < len; ++j) acc += value(j);
-  }
+  });
   return Reduce<K, 0, false, false>::template finish<T>(acc, len);
 }
 

@@ -1,0 +1,105 @@
+// kiln: ops that take a shape from another value; reverse-mode derivatives are written with
+// them, and users may use them too. The "like" operand is read for its shape only: it is
+// never loaded and never forces a buffer.
+//   expand_as(x, like)  x broadcast to like's shape          (pointwise)
+//   sum_to(x, like)     x summed down to like's shape        (the adjoint of broadcasting)
+//   reshape_as(x, like) x's elements with like's shape       (a view of a contiguous value)
+//   unsqueeze<A>(x)     x with an axis of extent 1 before A  (a view)
+//   count<A>(x), count(x)  the extent of axis A / the number of elements, as a scalar
+#pragma once
+#include "kiln/expr/ops/pointwise.hpp"
+
+namespace kiln {
+
+struct ExpandAs : PointwiseOp {
+  static constexpr const char* name = "expand_as";
+  static constexpr unsigned shape_only = 0b10;
+  template <class T>
+  KILN_HOST_DEVICE KILN_INLINE static T apply(T x) {
+    return x;
+  }
+};
+
+struct SumTo {
+  static constexpr NodeKind kind = NodeKind::ReduceTo;
+  static constexpr bool composite = false;
+  static constexpr const char* name = "sum_to";
+  static constexpr unsigned shape_only = 0b10;
+  template <int Ra, int Rb>
+  static constexpr int out_rank = Rb;
+};
+
+struct ReshapeAs {
+  static constexpr NodeKind kind = NodeKind::ReshapeLike;
+  static constexpr bool composite = false;
+  static constexpr const char* name = "reshape_as";
+  static constexpr unsigned shape_only = 0b10;
+  template <int Ra, int Rb>
+  static constexpr int out_rank = Rb;
+};
+
+template <int Axis>
+struct Unsqueeze {
+  static constexpr NodeKind kind = NodeKind::Unsqueeze;
+  static constexpr bool composite = false;
+  static constexpr const char* name = "unsqueeze";
+  static constexpr int axis = Axis;  // in the result
+  template <int R>
+  static constexpr int out_rank = R + 1;
+};
+
+template <int Axis, bool All>
+struct Count {
+  static constexpr NodeKind kind = NodeKind::Constant;
+  static constexpr bool composite = false;
+  static constexpr const char* name = "count";
+  static constexpr unsigned shape_only = 0b1;
+  static constexpr int axis = Axis;
+  static constexpr bool all = All;
+  template <int R>
+  static constexpr int out_rank = 0;
+};
+
+namespace detail {
+template <class A, class B>
+constexpr void same_dtype() {
+  static_assert(std::is_same_v<typename A::dtype, typename B::dtype>,
+                "kiln: the operands have different element types; declare them with one type");
+}
+}  // namespace detail
+
+template <Expression X, Expression L>
+constexpr auto expand_as(X x, L like) {
+  detail::same_dtype<X, L>();
+  static_assert(X::rank <= L::rank, "kiln::expand_as: the operand has a higher rank than the target shape");
+  return Node<ExpandAs, X, L>(ExpandAs{}, x, like);
+}
+template <Expression X, Expression L>
+constexpr auto sum_to(X x, L like) {
+  detail::same_dtype<X, L>();
+  static_assert(L::rank <= X::rank, "kiln::sum_to: the target shape has a higher rank than the operand");
+  return Node<SumTo, X, L>(SumTo{}, x, like);
+}
+template <Expression X, Expression L>
+constexpr auto reshape_as(X x, L like) {
+  detail::same_dtype<X, L>();
+  return Node<ReshapeAs, X, L>(ReshapeAs{}, x, like);
+}
+template <int Axis, Expression X>
+constexpr auto unsqueeze(X x) {
+  static_assert(Axis >= 0 && Axis <= X::rank, "kiln::unsqueeze: the new axis must lie in [0, rank]");
+  static_assert(X::rank < kMaxRank, "kiln::unsqueeze: the result would exceed kiln::kMaxRank");
+  return Node<Unsqueeze<Axis>, X>(Unsqueeze<Axis>{}, x);
+}
+template <int Axis, Expression X>
+constexpr auto count(X x) {
+  static_assert(Axis >= -X::rank && Axis < X::rank, "kiln::count: the axis is out of range for the operand's rank");
+  constexpr int a = Axis < 0 ? Axis + X::rank : Axis;
+  return Node<Count<a, false>, X>(Count<a, false>{}, x);
+}
+template <Expression X>
+constexpr auto count(X x) {
+  return Node<Count<0, true>, X>(Count<0, true>{}, x);
+}
+
+}  // namespace kiln
