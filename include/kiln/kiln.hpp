@@ -2,6 +2,7 @@
 // does, at C++ compile time: an expression's type is its graph; kiln::compile plans fused
 // kernels from it and instantiates them per expression.
 #pragma once
+#include "kiln/autodiff/grad.hpp"
 #include "kiln/core/errors.hpp"
 #include "kiln/core/random.hpp"
 #include "kiln/core/shape.hpp"

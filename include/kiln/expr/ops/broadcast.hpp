@@ -18,6 +18,10 @@ struct ExpandAs : PointwiseOp {
   KILN_HOST_DEVICE KILN_INLINE static T apply(T x) {
     return x;
   }
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{sum_to(g, std::get<0>(y.children)), autodiff::NoGrad{}};
+  }
 };
 
 struct SumTo {
@@ -27,6 +31,10 @@ struct SumTo {
   static constexpr unsigned shape_only = 0b10;
   template <int Ra, int Rb>
   static constexpr int out_rank = Rb;
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{expand_as(g, std::get<0>(y.children)), autodiff::NoGrad{}};
+  }
 };
 
 struct ReshapeAs {
@@ -36,6 +44,10 @@ struct ReshapeAs {
   static constexpr unsigned shape_only = 0b10;
   template <int Ra, int Rb>
   static constexpr int out_rank = Rb;
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{reshape_as(g, std::get<0>(y.children)), autodiff::NoGrad{}};
+  }
 };
 
 template <int Axis>
@@ -46,6 +58,10 @@ struct Unsqueeze {
   static constexpr int axis = Axis;  // in the result
   template <int R>
   static constexpr int out_rank = R + 1;
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{reshape_as(g, std::get<0>(y.children))};
+  }
 };
 
 template <int Axis, bool All>
@@ -58,6 +74,10 @@ struct Count {
   static constexpr bool all = All;
   template <int R>
   static constexpr int out_rank = 0;
+  template <class N, class G>
+  static constexpr auto vjp(const N&, const G&) {
+    return std::tuple{autodiff::NoGrad{}};
+  }
 };
 
 namespace detail {
@@ -91,6 +111,14 @@ constexpr auto unsqueeze(X x) {
   static_assert(X::rank < kMaxRank, "kiln::unsqueeze: the result would exceed kiln::kMaxRank");
   return Node<Unsqueeze<Axis>, X>(Unsqueeze<Axis>{}, x);
 }
+// The adjoint of broadcasting an operand: the cotangent summed down to the operand's shape.
+// A constant gets none.
+template <class G, class A>
+constexpr auto unbroadcast(const G& g, const A& a) {
+  if constexpr (A::kind == NodeKind::Constant) return autodiff::NoGrad{};
+  else return sum_to(g, a);
+}
+
 template <int Axis, Expression X>
 constexpr auto count(X x) {
   static_assert(Axis >= -X::rank && Axis < X::rank, "kiln::count: the axis is out of range for the operand's rank");

@@ -14,6 +14,10 @@ struct Transpose {
   static constexpr const char* name = "transpose";
   template <int R>
   static constexpr int out_rank = R;
+  template <class N, class G>
+  static constexpr auto vjp(const N&, const G& g) {
+    return std::tuple{transpose(g)};
+  }
 };
 
 template <int R>
@@ -24,6 +28,10 @@ struct Reshape {
   template <int>
   static constexpr int out_rank = R;
   long dims[R > 0 ? R : 1];
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{reshape_as(g, std::get<0>(y.children))};
+  }
 };
 
 template <Expression X>

@@ -11,6 +11,16 @@ struct Matmul {
   static constexpr const char* name = "matmul";
   template <int Ra, int Rb>
   static constexpr int out_rank = Ra > Rb ? Ra : Rb;
+
+  // dA = G B^T, dB = A^T G; a broadcast batch axis is summed back.
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& [a, b] = y.children;
+    using A = std::remove_cvref_t<decltype(a)>;
+    using B = std::remove_cvref_t<decltype(b)>;
+    if constexpr (A::rank == 2 && B::rank == 2) return std::tuple{matmul(g, transpose(b)), matmul(transpose(a), g)};
+    else return std::tuple{sum_to(matmul(g, transpose(b)), a), sum_to(matmul(transpose(a), g), b)};
+  }
 };
 
 template <Expression A, Expression B>

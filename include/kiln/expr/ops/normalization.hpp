@@ -2,6 +2,7 @@
 // one row-reduction kernel: reductions along the last axis, their prologue, and the epilogue
 // that broadcasts the reduced values back over the row.
 #pragma once
+#include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/expr/ops/pointwise.hpp"
 #include "kiln/expr/ops/reduce.hpp"
 
@@ -17,6 +18,11 @@ struct Softmax {
     auto e = kiln::exp(x - kiln::max<-1, true>(x));
     return e / kiln::sum<-1, true>(e);
   }
+  // dx = y (g - sum(g y)) along the row.
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{y * (g - kiln::sum<-1, true>(g * y))};
+  }
 };
 
 // log_softmax(x) = (x - max x) - log sum e^{x - max x}, over the last axis.
@@ -28,6 +34,11 @@ struct LogSoftmax {
   constexpr auto expand(X x) const {
     auto shifted = x - kiln::max<-1, true>(x);
     return shifted - kiln::log(kiln::sum<-1, true>(kiln::exp(shifted)));
+  }
+  // dx = g - e^y sum(g) along the row.
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{g - kiln::exp(y) * kiln::sum<-1, true>(g)};
   }
 };
 
@@ -43,6 +54,18 @@ struct LayerNorm {
     auto centred = x - kiln::mean<-1, true>(x);
     auto var = kiln::mean<-1, true>(kiln::square(centred));
     return centred * kiln::rsqrt(var + static_cast<typename X::dtype>(eps)) * gamma + beta;
+  }
+  // With xhat = (x - mean) rstd and d = g gamma: dx = rstd (d - mean(d) - xhat mean(d xhat)),
+  // dgamma = sum of g xhat, dbeta = sum of g (summed down to their shapes).
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& [x, gamma, beta] = y.children;
+    const auto centred = x - kiln::mean<-1, true>(x);
+    const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<typename G::dtype>(y.op.eps));
+    const auto xhat = centred * rstd;
+    const auto d = g * gamma;
+    return std::tuple{unbroadcast(rstd * (d - kiln::mean<-1, true>(d) - xhat * kiln::mean<-1, true>(d * xhat)), x),
+                      unbroadcast(g * xhat, gamma), unbroadcast(g, beta)};
   }
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 
+#include "kiln/autodiff/zero.hpp"
 #include "kiln/core/math.hpp"
 #include "kiln/expr/node.hpp"
 
@@ -35,13 +36,20 @@ constexpr auto as_operand(S s) {
 }
 }  // namespace detail
 
-// KILN_UNARY(Struct, function, formula in x of type T)
-#define KILN_UNARY(Struct, fn, formula)                                        \
+// KILN_UNARY(Struct, function, formula in x of type T, vjp in x, y = f(x), g = cotangent):
+// the op's scalar formula and its reverse-mode rule, an expression, side by side (Adept's way).
+#define KILN_UNARY(Struct, fn, formula, vjp_rule)                              \
   struct Struct : PointwiseOp {                                                \
     static constexpr const char* name = #fn;                                   \
     template <class T>                                                         \
     KILN_HOST_DEVICE KILN_INLINE static T apply(T x) {                         \
       return formula;                                                          \
+    }                                                                          \
+    template <class N, class G>                                                \
+    static constexpr auto vjp(const N& y, const G& g) {                        \
+      const auto& x = std::get<0>(y.children);                                 \
+      (void)x;                                                                 \
+      return std::tuple{vjp_rule};                                             \
     }                                                                          \
   };                                                                           \
   template <Expression X>                                                      \
@@ -49,47 +57,66 @@ constexpr auto as_operand(S s) {
     return detail::make_pointwise<Struct>(x);                                  \
   }
 
-KILN_UNARY(Neg, neg, -x)
-KILN_UNARY(Exp, exp, math::exp(x))
-KILN_UNARY(Log, log, math::log(x))
-KILN_UNARY(Sqrt, sqrt, math::sqrt(x))
-KILN_UNARY(Rsqrt, rsqrt, T(1) / math::sqrt(x))
-KILN_UNARY(Abs, abs, x < T(0) ? -x : x)
-KILN_UNARY(Tanh, tanh, math::tanh(x))
+KILN_UNARY(Neg, neg, -x, -g)
+KILN_UNARY(Exp, exp, math::exp(x), g * y)
+KILN_UNARY(Log, log, math::log(x), g / x)
+KILN_UNARY(Sqrt, sqrt, math::sqrt(x), g / (y * 2))
+KILN_UNARY(Rsqrt, rsqrt, T(1) / math::sqrt(x), g * y * y * y * -0.5)
+// d|x| = sign(x); 0 at 0, as PyTorch.
+KILN_UNARY(Abs, abs, x < T(0) ? -x : x, g * ((x > 0) - (x < 0)))
+KILN_UNARY(Tanh, tanh, math::tanh(x), g * (1 - y * y))
 // sigmoid x = 1 / (1 + e^{-x})
-KILN_UNARY(Sigmoid, sigmoid, T(1) / (T(1) + math::exp(-x)))
+KILN_UNARY(Sigmoid, sigmoid, T(1) / (T(1) + math::exp(-x)), g * y * (1 - y))
 // relu x = max(x, 0); NaN stays NaN.
-KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x)
+KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x, g * (x > 0))  // relu'(0) = 0, as PyTorch
 // gelu x = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), the exact (erf) form; see math::normal_cdf.
-KILN_UNARY(Gelu, gelu, x * math::normal_cdf(x))
+// Phi and phi, the standard normal CDF and density: gelu's derivative is Phi(x) + x phi(x).
+KILN_UNARY(NormalPdf, normal_pdf, T(0.39894228040143267794) * math::exp(T(-0.5) * x * x), g * -x * y)
+KILN_UNARY(NormalCdf, normal_cdf, math::normal_cdf(x), g * normal_pdf(x))
+KILN_UNARY(Gelu, gelu, x * math::normal_cdf(x), g * (normal_cdf(x) + x * normal_pdf(x)))
 // gelu_tanh x = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation.
+// d/dx = (1 + t)/2 + x (1 - t^2) k (1 + 3c x^2) / 2, t = tanh(k (x + c x^3)), k = sqrt(2/pi), c = 0.044715.
 KILN_UNARY(GeluTanh, gelu_tanh,
-           T(0.5) * x * (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
-KILN_UNARY(Square, square, x * x)
+           T(0.5) * x * (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))),
+           g * ((1 + tanh((x + x * x * x * 0.044715) * 0.79788456080286535588)) * 0.5 +
+                x * (1 - square(tanh((x + x * x * x * 0.044715) * 0.79788456080286535588))) *
+                    ((x * x * 0.134145 + 1) * 0.39894228040143267794)))
+KILN_UNARY(Square, square, x * x, g * x * 2)
 #undef KILN_UNARY
 
-// KILN_BINARY(Struct, name, formula in a and b of type T)
-#define KILN_BINARY(Struct, fn, formula)                                       \
+// KILN_BINARY(Struct, name, formula in a and b of type T, vjp in a, b, y = f(a, b), g): the
+// rule's cotangents have the result's shape; unbroadcast() sums one down to its operand's shape.
+#define KILN_BINARY(Struct, fn, formula, vjp_a, vjp_b)                         \
   struct Struct : PointwiseOp {                                                \
     static constexpr const char* name = #fn;                                   \
     template <class T>                                                         \
     KILN_HOST_DEVICE KILN_INLINE static T apply(T a, T b) {                    \
       return formula;                                                          \
     }                                                                          \
+    template <class N, class G>                                                \
+    static constexpr auto vjp(const N& y, const G& g) {                        \
+      const auto& a = std::get<0>(y.children);                                 \
+      const auto& b = std::get<1>(y.children);                                 \
+      (void)a, (void)b;                                                        \
+      return std::tuple{vjp_a, vjp_b};                                         \
+    }                                                                          \
   };
 
-KILN_BINARY(Add, add, a + b)
-KILN_BINARY(Sub, sub, a - b)
-KILN_BINARY(Mul, mul, a * b)
-KILN_BINARY(Div, div, a / b)
-// maximum and minimum propagate NaN, as PyTorch does.
-KILN_BINARY(Maximum, maximum, (a != a || a > b) ? a : b)
-KILN_BINARY(Minimum, minimum, (a != a || a < b) ? a : b)
-KILN_BINARY(Pow, pow, math::pow(a, b))
-KILN_BINARY(Less, less, a < b ? T(1) : T(0))
-KILN_BINARY(Greater, greater, a > b ? T(1) : T(0))
-KILN_BINARY(LessEqual, less_equal, a <= b ? T(1) : T(0))
-KILN_BINARY(GreaterEqual, greater_equal, a >= b ? T(1) : T(0))
+#define KILN_NO_GRAD autodiff::NoGrad {}
+KILN_BINARY(Add, add, a + b, unbroadcast(g, a), unbroadcast(g, b))
+KILN_BINARY(Sub, sub, a - b, unbroadcast(g, a), unbroadcast(-g, b))
+KILN_BINARY(Mul, mul, a * b, unbroadcast(g * b, a), unbroadcast(g * a, b))
+KILN_BINARY(Div, div, a / b, unbroadcast(g / b, a), unbroadcast(-g * y / b, b))
+// maximum and minimum propagate NaN, as PyTorch does; a tie sends the gradient to a.
+KILN_BINARY(Maximum, maximum, (a != a || a > b) ? a : b, unbroadcast(g * (a >= b), a), unbroadcast(g * (a < b), b))
+KILN_BINARY(Minimum, minimum, (a != a || a < b) ? a : b, unbroadcast(g * (a <= b), a), unbroadcast(g * (a > b), b))
+// The exponent is a scalar constant: d/da a^p = p a^(p-1).
+KILN_BINARY(Pow, pow, math::pow(a, b), g * b.value * pow(a, b.value - 1), KILN_NO_GRAD)
+// Comparisons are piecewise constant: no gradient.
+KILN_BINARY(Less, less, a < b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
+KILN_BINARY(Greater, greater, a > b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
+KILN_BINARY(LessEqual, less_equal, a <= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
+KILN_BINARY(GreaterEqual, greater_equal, a >= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
 #undef KILN_BINARY
 
 // where(c, a, b) = a where c != 0, else b.
@@ -99,7 +126,13 @@ struct Where : PointwiseOp {
   KILN_HOST_DEVICE KILN_INLINE static T apply(T c, T a, T b) {
     return c != T(0) ? a : b;
   }
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& [c, a, b] = y.children;
+    return std::tuple{KILN_NO_GRAD, unbroadcast(where(c, g, 0), a), unbroadcast(where(c, 0, g), b)};
+  }
 };
+#undef KILN_NO_GRAD
 
 // Binary operators and functions: expression (op) expression, expression (op) scalar,
 // scalar (op) expression.

@@ -29,6 +29,28 @@ struct Reduce {
     else if constexpr (K == ReduceKind::Min) return std::numeric_limits<T>::infinity();
     else return T(0);
   }
+  // Reverse mode: the cotangent spreads back over the reduced elements; for max and min it is
+  // shared evenly by the elements equal to the result (as torch.amax and torch.amin do).
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& x = std::get<0>(y.children);
+    const auto back = [&](const auto& v) {  // y-shaped -> broadcastable to x
+      if constexpr (All || Keep) return v;
+      else return unsqueeze<Axis>(v);
+    };
+    const auto spread = expand_as(back(g), x);
+    if constexpr (K == ReduceKind::Sum) {
+      return std::tuple{spread};
+    } else if constexpr (K == ReduceKind::Mean) {
+      if constexpr (All) return std::tuple{spread / count(x)};
+      else return std::tuple{spread / count<Axis>(x)};
+    } else {
+      const auto hit = (x >= back(y)) * (x <= back(y));
+      if constexpr (All) return std::tuple{spread * hit / sum(hit)};
+      else return std::tuple{spread * hit / sum<Axis, true>(hit)};
+    }
+  }
+
   // The accumulated value -> the result, given the number of reduced elements.
   template <class T>
   KILN_HOST_DEVICE static T finish(T acc, index_t count) {
