@@ -3,6 +3,7 @@
 // kernels from it and instantiates them per expression.
 #pragma once
 #include "kiln/autodiff/grad.hpp"
+#include "kiln/autodiff/jvp.hpp"
 #include "kiln/core/errors.hpp"
 #include "kiln/core/random.hpp"
 #include "kiln/core/shape.hpp"

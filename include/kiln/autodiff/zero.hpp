@@ -16,4 +16,21 @@ constexpr auto add_cotangents(const A& a, const B& b) {
   else return a + b;
 }
 
+// Tangent arithmetic that skips zeros: t * e, t / e, -t, and sums.
+template <class A, class B>
+constexpr auto tangent_mul(const A& t, const B& e) {
+  if constexpr (std::is_same_v<A, NoGrad>) return NoGrad{};
+  else return t * e;
+}
+template <class A>
+constexpr auto tangent_neg(const A& t) {
+  if constexpr (std::is_same_v<A, NoGrad>) return NoGrad{};
+  else return -t;
+}
+template <class F, class A>
+constexpr auto tangent_apply(F&& f, const A& t) {  // a linear map of one tangent
+  if constexpr (std::is_same_v<A, NoGrad>) return NoGrad{};
+  else return f(t);
+}
+
 }  // namespace kiln::autodiff

@@ -142,9 +142,6 @@ struct Program {
   static constexpr int size = graph_type::size;
   static constexpr auto& graph = graph_type::info;
   static constexpr schedule::Plan<size> plan = schedule::make_plan(graph_type::info, Fuse);
-  static_assert(!plan.stages_overflow,
-                "kiln: a fused row kernel would need more than 8 reduction stages; split the expression "
-                "with kiln::outputs or simplify it");
   static constexpr int nkernels = plan.ngroups;
 
   template <int G>

@@ -34,7 +34,6 @@ struct Plan {
   bool materialized[N > 0 ? N : 1] = {};  // has a buffer of its own
   int ngroups = 0;
   Group groups[N > 0 ? N : 1] = {};       // in execution order
-  bool stages_overflow = false;
 };
 
 constexpr bool is_view(NodeKind k) {
@@ -104,14 +103,11 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       }
       const bool row_stage = n.kind == NodeKind::Reduce && !n.all && n.keep &&
                              n.axis == g.nodes[n.children[0]].rank - 1;
-      if (row_stage && t.kind == KernelKind::Row && !t.copy) {
-        if (t.nstages == kMaxStages) {
-          p.stages_overflow = true;
-        } else {
-          t.stages[t.nstages++] = i;
-          p.group_of[i] = target;
-          continue;
-        }
+      // A full kernel (kMaxStages stages) leaves the reduction a kernel of its own.
+      if (row_stage && t.kind == KernelKind::Row && !t.copy && t.nstages < kMaxStages) {
+        t.stages[t.nstages++] = i;
+        p.group_of[i] = target;
+        continue;
       }
       if (n.kind == NodeKind::Matmul && t.kind == KernelKind::Row && !t.copy && t.nstages == 0 &&
           g.nodes[t.root].rank == n.rank) {

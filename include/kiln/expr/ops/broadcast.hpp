@@ -22,6 +22,10 @@ struct ExpandAs : PointwiseOp {
   static constexpr auto vjp(const N& y, const G& g) {
     return std::tuple{sum_to(g, std::get<0>(y.children)), autodiff::NoGrad{}};
   }
+  template <class N, class Tx, class Tl>
+  static constexpr auto jvp(const N& y, const Tx& t, const Tl&) {
+    return autodiff::tangent_apply([&](const auto& v) { return expand_as(v, std::get<1>(y.children)); }, t);
+  }
 };
 
 struct SumTo {
@@ -34,6 +38,10 @@ struct SumTo {
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     return std::tuple{expand_as(g, std::get<0>(y.children)), autodiff::NoGrad{}};
+  }
+  template <class N, class Tx, class Tl>
+  static constexpr auto jvp(const N& y, const Tx& t, const Tl&) {
+    return autodiff::tangent_apply([&](const auto& v) { return sum_to(v, std::get<1>(y.children)); }, t);
   }
 };
 
@@ -48,6 +56,10 @@ struct ReshapeAs {
   static constexpr auto vjp(const N& y, const G& g) {
     return std::tuple{reshape_as(g, std::get<0>(y.children)), autodiff::NoGrad{}};
   }
+  template <class N, class Tx, class Tl>
+  static constexpr auto jvp(const N& y, const Tx& t, const Tl&) {
+    return autodiff::tangent_apply([&](const auto& v) { return reshape_as(v, std::get<1>(y.children)); }, t);
+  }
 };
 
 template <int Axis>
@@ -61,6 +73,10 @@ struct Unsqueeze {
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     return std::tuple{reshape_as(g, std::get<0>(y.children))};
+  }
+  template <class N, class Tx>
+  static constexpr auto jvp(const N&, const Tx& t) {
+    return unsqueeze<Axis>(t);
   }
 };
 
@@ -77,6 +93,10 @@ struct Count {
   template <class N, class G>
   static constexpr auto vjp(const N&, const G&) {
     return std::tuple{autodiff::NoGrad{}};
+  }
+  template <class N, class Tx>
+  static constexpr auto jvp(const N&, const Tx&) {
+    return autodiff::NoGrad{};
   }
 };
 

@@ -18,6 +18,10 @@ struct Transpose {
   static constexpr auto vjp(const N&, const G& g) {
     return std::tuple{transpose(g)};
   }
+  template <class N, class Tx>
+  static constexpr auto jvp(const N&, const Tx& t) {
+    return transpose(t);
+  }
 };
 
 template <int R>
@@ -31,6 +35,10 @@ struct Reshape {
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     return std::tuple{reshape_as(g, std::get<0>(y.children))};
+  }
+  template <class N, class Tx>
+  static constexpr auto jvp(const N& y, const Tx& t) {
+    return reshape_as(t, y);
   }
 };
 

@@ -21,6 +21,15 @@ struct Matmul {
     if constexpr (A::rank == 2 && B::rank == 2) return std::tuple{matmul(g, transpose(b)), matmul(transpose(a), g)};
     else return std::tuple{sum_to(matmul(g, transpose(b)), a), sum_to(matmul(transpose(a), g), b)};
   }
+  // d(AB) = dA B + A dB.
+  template <class N, class Ta, class Tb>
+  static constexpr auto jvp(const N& y, const Ta& ta, const Tb& tb) {
+    const auto& [a, b] = y.children;
+    using autodiff::NoGrad;
+    if constexpr (std::is_same_v<Ta, NoGrad>) return matmul(a, tb);
+    else if constexpr (std::is_same_v<Tb, NoGrad>) return matmul(ta, b);
+    else return matmul(ta, b) + matmul(a, tb);
+  }
 };
 
 template <Expression A, Expression B>

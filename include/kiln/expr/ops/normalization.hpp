@@ -23,6 +23,11 @@ struct Softmax {
   static constexpr auto vjp(const N& y, const G& g) {
     return std::tuple{y * (g - kiln::sum<-1, true>(g * y))};
   }
+  // dy = y (t - sum(t y)).
+  template <class N, class Tx>
+  static constexpr auto jvp(const N& y, const Tx& t) {
+    return y * (t - kiln::sum<-1, true>(t * y));
+  }
 };
 
 // log_softmax(x) = (x - max x) - log sum e^{x - max x}, over the last axis.
@@ -39,6 +44,11 @@ struct LogSoftmax {
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     return std::tuple{g - kiln::exp(y) * kiln::sum<-1, true>(g)};
+  }
+  // dy = t - sum(e^y t).
+  template <class N, class Tx>
+  static constexpr auto jvp(const N& y, const Tx& t) {
+    return t - kiln::sum<-1, true>(kiln::exp(y) * t);
   }
 };
 
@@ -66,6 +76,18 @@ struct LayerNorm {
     const auto d = g * gamma;
     return std::tuple{unbroadcast(rstd * (d - kiln::mean<-1, true>(d) - xhat * kiln::mean<-1, true>(d * xhat)), x),
                       unbroadcast(g * xhat, gamma), unbroadcast(g, beta)};
+  }
+  // dy = rstd (tx - mean(tx) - xhat mean(tx xhat)) gamma + xhat tgamma + tbeta.
+  template <class N, class Tx, class Tg, class Tb>
+  static constexpr auto jvp(const N& y, const Tx& tx, const Tg& tg, const Tb& tb) {
+    const auto& [x, gamma, beta] = y.children;
+    const auto centred = x - kiln::mean<-1, true>(x);
+    const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<typename N::dtype>(y.op.eps));
+    const auto xhat = centred * rstd;
+    using namespace autodiff;
+    const auto dxhat = tangent_apply(
+        [&](const auto& t) { return rstd * (t - kiln::mean<-1, true>(t) - xhat * kiln::mean<-1, true>(t * xhat)); }, tx);
+    return add_cotangents(add_cotangents(tangent_mul(dxhat, gamma), tangent_mul(tg, xhat)), tb);
   }
 };
 

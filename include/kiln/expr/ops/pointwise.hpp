@@ -51,6 +51,11 @@ constexpr auto as_operand(S s) {
       (void)x;                                                                 \
       return std::tuple{vjp_rule};                                             \
     }                                                                          \
+    /* Elementwise: the forward rule is the reverse rule applied to t. */     \
+    template <class N, class Tx>                                               \
+    static constexpr auto jvp(const N& y, const Tx& t) {                       \
+      return std::get<0>(vjp(y, t));                                           \
+    }                                                                          \
   };                                                                           \
   template <Expression X>                                                      \
   constexpr auto fn(X x) {                                                     \
@@ -86,7 +91,7 @@ KILN_UNARY(Square, square, x * x, g * x * 2)
 
 // KILN_BINARY(Struct, name, formula in a and b of type T, vjp in a, b, y = f(a, b), g): the
 // rule's cotangents have the result's shape; unbroadcast() sums one down to its operand's shape.
-#define KILN_BINARY(Struct, fn, formula, vjp_a, vjp_b)                         \
+#define KILN_BINARY(Struct, fn, formula, vjp_a, vjp_b, jvp_rule)               \
   struct Struct : PointwiseOp {                                                \
     static constexpr const char* name = #fn;                                   \
     template <class T>                                                         \
@@ -100,23 +105,34 @@ KILN_UNARY(Square, square, x * x, g * x * 2)
       (void)a, (void)b;                                                        \
       return std::tuple{vjp_a, vjp_b};                                         \
     }                                                                          \
+    template <class N, class Ta, class Tb>                                     \
+    static constexpr auto jvp(const N& y, const Ta& ta, const Tb& tb) {        \
+      const auto& a = std::get<0>(y.children);                                 \
+      const auto& b = std::get<1>(y.children);                                 \
+      (void)a, (void)b;                                                        \
+      using namespace autodiff;                                                \
+      return jvp_rule;                                                         \
+    }                                                                          \
   };
 
 #define KILN_NO_GRAD autodiff::NoGrad {}
-KILN_BINARY(Add, add, a + b, unbroadcast(g, a), unbroadcast(g, b))
-KILN_BINARY(Sub, sub, a - b, unbroadcast(g, a), unbroadcast(-g, b))
-KILN_BINARY(Mul, mul, a * b, unbroadcast(g * b, a), unbroadcast(g * a, b))
-KILN_BINARY(Div, div, a / b, unbroadcast(g / b, a), unbroadcast(-g * y / b, b))
+KILN_BINARY(Add, add, a + b, unbroadcast(g, a), unbroadcast(g, b), add_cotangents(ta, tb))
+KILN_BINARY(Sub, sub, a - b, unbroadcast(g, a), unbroadcast(-g, b), add_cotangents(ta, tangent_neg(tb)))
+KILN_BINARY(Mul, mul, a * b, unbroadcast(g * b, a), unbroadcast(g * a, b), add_cotangents(tangent_mul(ta, b), tangent_mul(tb, a)))
+KILN_BINARY(Div, div, a / b, unbroadcast(g / b, a), unbroadcast(-g * y / b, b),
+            add_cotangents(tangent_mul(ta, 1 / b), tangent_mul(tb, -y / b)))
 // maximum and minimum propagate NaN, as PyTorch does; a tie sends the gradient to a.
-KILN_BINARY(Maximum, maximum, (a != a || a > b) ? a : b, unbroadcast(g * (a >= b), a), unbroadcast(g * (a < b), b))
-KILN_BINARY(Minimum, minimum, (a != a || a < b) ? a : b, unbroadcast(g * (a <= b), a), unbroadcast(g * (a > b), b))
+KILN_BINARY(Maximum, maximum, (a != a || a > b) ? a : b, unbroadcast(g * (a >= b), a), unbroadcast(g * (a < b), b),
+            add_cotangents(tangent_mul(ta, a >= b), tangent_mul(tb, a < b)))
+KILN_BINARY(Minimum, minimum, (a != a || a < b) ? a : b, unbroadcast(g * (a <= b), a), unbroadcast(g * (a > b), b),
+            add_cotangents(tangent_mul(ta, a <= b), tangent_mul(tb, a > b)))
 // The exponent is a scalar constant: d/da a^p = p a^(p-1).
-KILN_BINARY(Pow, pow, math::pow(a, b), g * b.value * pow(a, b.value - 1), KILN_NO_GRAD)
+KILN_BINARY(Pow, pow, math::pow(a, b), g * b.value * pow(a, b.value - 1), KILN_NO_GRAD, tangent_mul(ta, pow(a, b.value - 1) * b.value))
 // Comparisons are piecewise constant: no gradient.
-KILN_BINARY(Less, less, a < b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
-KILN_BINARY(Greater, greater, a > b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
-KILN_BINARY(LessEqual, less_equal, a <= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
-KILN_BINARY(GreaterEqual, greater_equal, a >= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD)
+KILN_BINARY(Less, less, a < b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
+KILN_BINARY(Greater, greater, a > b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
+KILN_BINARY(LessEqual, less_equal, a <= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
+KILN_BINARY(GreaterEqual, greater_equal, a >= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
 #undef KILN_BINARY
 
 // where(c, a, b) = a where c != 0, else b.
@@ -130,6 +146,14 @@ struct Where : PointwiseOp {
   static constexpr auto vjp(const N& y, const G& g) {
     const auto& [c, a, b] = y.children;
     return std::tuple{KILN_NO_GRAD, unbroadcast(where(c, g, 0), a), unbroadcast(where(c, 0, g), b)};
+  }
+  template <class N, class Tc, class Ta, class Tb>
+  static constexpr auto jvp(const N& y, const Tc&, const Ta& ta, const Tb& tb) {
+    const auto& c = std::get<0>(y.children);
+    using autodiff::NoGrad;
+    if constexpr (std::is_same_v<Ta, NoGrad>) return where(c, 0, tb);
+    else if constexpr (std::is_same_v<Tb, NoGrad>) return where(c, ta, 0);
+    else return where(c, ta, tb);
   }
 };
 #undef KILN_NO_GRAD

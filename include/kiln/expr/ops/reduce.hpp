@@ -51,6 +51,30 @@ struct Reduce {
     }
   }
 
+  // Forward mode: the same reduction of the tangent (max and min: its mean over the elements
+  // equal to the result, matching the reverse rule).
+  template <class N, class Tx>
+  static constexpr auto jvp(const N& y, const Tx& t) {
+    const auto& x = std::get<0>(y.children);
+    const auto reduce = [](const auto& v) {
+      if constexpr (All) return sum(v);
+      else return sum<Axis, Keep>(v);
+    };
+    if constexpr (K == ReduceKind::Sum) {
+      return reduce(t);
+    } else if constexpr (K == ReduceKind::Mean) {
+      if constexpr (All) return sum(t) / count(x);
+      else return sum<Axis, Keep>(t) / count<Axis>(x);
+    } else {
+      const auto back = [&](const auto& v) {
+        if constexpr (All || Keep) return v;
+        else return unsqueeze<Axis>(v);
+      };
+      const auto hit = (x >= back(y)) * (x <= back(y));
+      return reduce(t * hit) / reduce(hit);
+    }
+  }
+
   // The accumulated value -> the result, given the number of reduced elements.
   template <class T>
   KILN_HOST_DEVICE static T finish(T acc, index_t count) {
