@@ -16,4 +16,6 @@
 #include "kiln/expr/ops/reduce.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/expr/ops/host.hpp"
+#include "kiln/nn/losses.hpp"
+#include "kiln/nn/optim.hpp"
 #include "kiln/runtime/compile.hpp"

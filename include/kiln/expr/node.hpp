@@ -47,6 +47,7 @@ template <std::uint64_t Id, class T>
 struct Binding {
   static constexpr std::uint64_t id = Id;
   const Tensor<T>* tensor;
+  Tensor<T>* mutable_tensor = nullptr;  // set when bound to a non-const tensor (kiln::assign)
 };
 
 template <std::uint64_t Id, int Rank, class T, SymbolKind K, class N>
@@ -67,6 +68,13 @@ struct Symbol : ExprTag {
                   "kiln: the tensor bound to this symbol has a different element type than the "
                   "symbol was declared with (kiln::input<name, rank, T>); convert the tensor");
     return {&t};
+  }
+  template <class U>
+  constexpr Binding<Id, T> operator=(Tensor<U>& t) const {
+    static_assert(std::is_same_v<U, T>,
+                  "kiln: the tensor bound to this symbol has a different element type than the "
+                  "symbol was declared with (kiln::input<name, rank, T>); convert the tensor");
+    return {&t, &t};
   }
 };
 
@@ -126,12 +134,45 @@ struct Node : ExprTag {
   constexpr explicit Node(Op o, Cs... cs) : op(o), children(cs...) {}
 };
 
+// kiln::assign(w, value), given among kiln::outputs(...): the call writes value into the tensor
+// bound to the symbol w, after every kernel of the call (so after every read of w's old value).
+// w must be bound to a non-const tensor of value's shape.
+template <class S, class E>
+struct Assign {
+  using target_type = S;
+  using value_type = E;
+  S target;
+  E value;
+};
+template <Expression S, Expression E>
+constexpr Assign<S, E> assign(S target, E value) {
+  static_assert(S::kind == NodeKind::Symbol, "kiln::assign: the target must be a symbol (a kiln::param or kiln::input)");
+  static_assert(S::rank == E::rank && std::is_same_v<typename S::dtype, typename E::dtype>,
+                "kiln::assign: the value must have the target's rank and element type");
+  return {target, value};
+}
+
+template <class X>
+struct output_item {  // an expression output
+  using value_type = X;
+  static constexpr bool assigns = false;
+  static constexpr const X& value(const X& x) { return x; }
+};
+template <class S, class E>
+struct output_item<Assign<S, E>> {
+  using value_type = E;
+  static constexpr bool assigns = true;
+  static constexpr const E& value(const Assign<S, E>& a) { return a.value; }
+};
+template <class X>
+concept OutputItem = Expression<X> || output_item<std::remove_cvref_t<X>>::assigns;
+
 // Several expressions compiled as one program: `kiln::compile(kiln::outputs(y, kiln::sum(y)))`.
 template <class... Es>
 struct Outputs {
   std::tuple<Es...> items;
 };
-template <Expression... Es>
+template <OutputItem... Es>
 constexpr Outputs<std::remove_cvref_t<Es>...> outputs(Es... es) {
   static_assert(sizeof...(Es) > 0, "kiln::outputs: give at least one expression");
   return {{es...}};

@@ -136,7 +136,7 @@ struct add<L, Node<Op, Cs...>> : add_node<L, Node<Op, Cs...>, Op::composite> {};
 template <class Root>
 struct flatten : add_all<List<>, Root> {};
 template <class... Es>
-struct flatten<Outputs<Es...>> : add_all<List<>, Es...> {};
+struct flatten<Outputs<Es...>> : add_all<List<>, typename output_item<Es>::value_type...> {};
 
 // The constexpr description of one node.
 struct NodeInfo {

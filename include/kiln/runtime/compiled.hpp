@@ -7,6 +7,7 @@
 // Use one per thread.
 #pragma once
 #include <array>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,10 +84,19 @@ struct symbol_not_in_expression {
 template <class Root>
 struct root_outputs {
   static constexpr bool multi = false;
+  static constexpr std::array<bool, 1> assigns{false};
+  static constexpr std::array<std::uint64_t, 1> targets{0};
 };
 template <class... Es>
 struct root_outputs<Outputs<Es...>> {
   static constexpr bool multi = true;
+  static constexpr std::array<bool, sizeof...(Es)> assigns{output_item<Es>::assigns...};
+  template <class E>
+  static constexpr std::uint64_t target_of() {
+    if constexpr (output_item<E>::assigns) return E::target_type::id;
+    else return 0;
+  }
+  static constexpr std::array<std::uint64_t, sizeof...(Es)> targets{target_of<Es>()...};
 };
 
 template <class Root, class Policy>
@@ -121,12 +131,14 @@ class Compiled {
   template <class In>
   auto run_bound(const In& in) {
     State& st = state_for(in);
-    auto outs = make_outputs(st, std::make_index_sequence<NOut>{});
+    check_assigns(st, in);
+    auto outs = make_outputs(st, std::make_index_sequence<kReturned>{});
     std::array<void*, kMaxBuffers> ptr{};
-    int k = 0;
-    std::apply([&](auto&... t) { ((ptr[kSymbols + k++] = t.data()), ...); }, outs);
+    std::apply([&](auto&... t) {
+      int r = 0;
+      ((ptr[kSymbols + kReturnedOutput[r++]] = t.data()), ...);
+    }, outs);
     execute(st, in, ptr);
-    copy_duplicate_outputs(outs, std::make_index_sequence<NOut>{});
     if constexpr (root_outputs<Root>::multi) return outs;
     else return std::move(std::get<0>(outs));
   }
@@ -141,39 +153,42 @@ class Compiled {
   void into(Out&& out, const Bs&... bs) {
     check_bindings<Bs...>();
     auto targets = as_output_tuple(out);
-    static_assert(std::tuple_size_v<decltype(targets)> == NOut,
-                  "kiln: into() needs one tensor per output of the compiled expression (use std::tie for several)");
-    check_output_types(targets, std::make_index_sequence<NOut>{});
+    static_assert(std::tuple_size_v<decltype(targets)> == kReturned,
+                  "kiln: into() needs one tensor per output of the compiled expression, kiln::assign outputs "
+                  "excepted (use std::tie for several)");
+    check_output_types(targets, std::make_index_sequence<kReturned>{});
     const Inputs in = bind(bs...);
     State& st = state_for(in);
+    check_assigns(st, in);
     std::array<void*, kMaxBuffers> ptr{};
-    int k = 0;
     std::apply(
         [&](auto&... t) {
+          int r = 0;
           (([&] {
+             const int k = kReturnedOutput[r];
              const Shape& want = st.shapes[graph().outputs[k]];
              if (!(t.shape() == want))
-               throw ShapeError("into: output " + std::to_string(k) + " has shape " + t.shape().str() +
+               throw ShapeError("into: output " + std::to_string(r) + " has shape " + t.shape().str() +
                                 ", the expression gives " + want.str());
              if (t.data() == nullptr && t.shape().numel() > 0)
-               throw BindingError("into: output " + std::to_string(k) +
+               throw BindingError("into: output " + std::to_string(r) +
                                   " has no storage (moved from, or default-constructed)");
-             for (int j = 0; j < k; ++j)
-               if (ptr[kSymbols + j] == t.data() && t.numel() > 0)
-                 throw BindingError("into: outputs " + std::to_string(j) + " and " + std::to_string(k) +
+             for (int j = 0; j < r; ++j)
+               if (ptr[kSymbols + kReturnedOutput[j]] == t.data() && t.numel() > 0)
+                 throw BindingError("into: outputs " + std::to_string(j) + " and " + std::to_string(r) +
                                     " are one tensor; give each output its own");
              for (int s = 0; s < kSymbols; ++s)
                if (in.data[s] == t.data() && t.numel() > 0)
-                 throw BindingError("into: output " + std::to_string(k) + " is the tensor bound to '" +
+                 throw BindingError("into: output " + std::to_string(r) + " is the tensor bound to '" +
                                     std::string(graph().nodes[kSymbolNodes[s]].name) +
                                     "'; an output must not alias an input");
-             ptr[kSymbols + k++] = t.data();
+             ptr[kSymbols + k] = t.data();
+             ++r;
            }()),
            ...);
         },
         targets);
     execute(st, in, ptr);
-    copy_duplicate_outputs(targets, std::make_index_sequence<NOut>{});
   }
 
   std::size_t kernel_count() const { return nkernels; }
@@ -217,6 +232,35 @@ class Compiled {
       if (program::graph.nodes[i].kind == NodeKind::Symbol) a[c++] = i;
     return a;
   }();
+  // Outputs the call returns (kiln::assign outputs are written to their targets instead).
+  static constexpr int kReturned = [] {
+    int c = 0;
+    for (int k = 0; k < NOut; ++k) c += !root_outputs<Root>::assigns[k];
+    return c;
+  }();
+  static constexpr std::array<int, kReturned + 1> kReturnedOutput = [] {
+    std::array<int, kReturned + 1> a{};
+    for (int k = 0, r = 0; k < NOut; ++k)
+      if (!root_outputs<Root>::assigns[k]) a[r++] = k;
+    return a;
+  }();
+  // For each output, the symbol (index among the inputs) it assigns to, or -1.
+  static constexpr std::array<int, NOut> kAssignTarget = [] {
+    std::array<int, NOut> a{};
+    for (int k = 0; k < NOut; ++k) {
+      a[k] = -1;
+      if (root_outputs<Root>::assigns[k])
+        for (int s = 0; s < kSymbols; ++s)
+          if (program::graph.nodes[kSymbolNodes[s]].symbol_id == root_outputs<Root>::targets[k]) a[k] = s;
+    }
+    return a;
+  }();
+  static_assert([] {
+    for (int k = 0; k < NOut; ++k)
+      if (root_outputs<Root>::assigns[k] && kAssignTarget[k] < 0) return false;
+    return true;
+  }(), "kiln::assign: the target symbol is not read by the program; an assigned symbol must be an input of it");
+
   // Inputs, outputs, and at most one arena buffer per node plus one scratch per kernel.
   static constexpr int kMaxBuffers = kSymbols + NOut + N + nkernels + 1;
   static constexpr std::size_t kMaxPlans = 8;  // ReduceOverhead: shape signatures kept
@@ -263,6 +307,7 @@ class Compiled {
 
   struct Inputs {
     std::array<const void*, kSymbols + 1> data{};
+    std::array<void*, kSymbols + 1> mutable_data{};  // bound to a non-const tensor
     std::array<Shape, kSymbols + 1> shapes{};
   };
 
@@ -281,6 +326,7 @@ class Compiled {
     bool tuned = false;
     std::array<double, (nkernels > 0 ? nkernels : 1)> read_bytes{}, write_bytes{}, ops{};
     std::array<std::string, (nkernels > 0 ? nkernels : 1)> tune_notes;
+    std::array<int, NOut> output_source{};  // the buffer each output's value is written to
   };
 
   template <class... Bs>
@@ -289,6 +335,7 @@ class Compiled {
     ([&] {
       if constexpr (symbol_index(Bs::id) >= 0) {
         in.data[symbol_index(Bs::id)] = bs.tensor->data();
+        in.mutable_data[symbol_index(Bs::id)] = bs.mutable_tensor ? bs.mutable_tensor->data() : nullptr;
         in.shapes[symbol_index(Bs::id)] = bs.tensor->shape();
       }
     }(), ...);
@@ -314,30 +361,43 @@ class Compiled {
   }
   template <class Tuple, std::size_t... K>
   static constexpr void check_output_types(const Tuple&, std::index_sequence<K...>) {
-    static_assert((std::is_same_v<std::remove_cvref_t<std::tuple_element_t<K, Tuple>>, Tensor<dtype_of<program::graph.outputs[K]>>> && ...),
+    static_assert((std::is_same_v<std::remove_cvref_t<std::tuple_element_t<K, Tuple>>,
+                                 Tensor<dtype_of<program::graph.outputs[kReturnedOutput[K]]>>> && ...),
                   "kiln: into() got an output tensor whose element type differs from the expression's");
   }
 
-  template <std::size_t... K>
-  auto make_outputs(const State& st, std::index_sequence<K...>) const {
-    return std::tuple<Tensor<dtype_of<graph().outputs[K]>>...>(
-        Tensor<dtype_of<graph().outputs[K]>>(st.shapes[graph().outputs[K]])...);
+  template <std::size_t... R>
+  auto make_outputs(const State& st, std::index_sequence<R...>) const {
+    return std::tuple<Tensor<dtype_of<graph().outputs[kReturnedOutput[R]]>>...>(
+        Tensor<dtype_of<graph().outputs[kReturnedOutput[R]]>>(st.shapes[graph().outputs[kReturnedOutput[R]]])...);
   }
-  template <class Tuple, std::size_t... K>
-  static void copy_duplicate_outputs(Tuple& outs, std::index_sequence<K...>) {
-    ([&] {
-      constexpr int first = [] {
-        for (int j = 0; j < NOut; ++j)
-          if (program::graph.outputs[j] == program::graph.outputs[K]) return j;
-        return 0;
-      }();
-      if constexpr (first != static_cast<int>(K)) {
-        auto& dst = std::get<K>(outs);
-        const auto& src = std::get<first>(outs);
-        std::copy_n(src.data(), src.numel(), dst.data());
-      }
-    }(), ...);
+
+  // Before any kernel: every assign target is bound to a writable tensor of the value's shape.
+  void check_assigns(const State& st, const Inputs& in) const {
+    for (int k = 0; k < NOut; ++k) {
+      const int s = kAssignTarget[k];
+      if (s < 0) continue;
+      const char* name = graph().nodes[kSymbolNodes[s]].name;
+      if (in.mutable_data[s] == nullptr && in.shapes[s].numel() > 0)
+        throw BindingError(std::string("assign: '") + name + "' is bound to a const tensor; bind a non-const one to update it");
+      if (!(in.shapes[s] == st.shapes[graph().outputs[k]]))
+        throw ShapeError(std::string("assign: '") + name + "' has shape " + in.shapes[s].str() + ", the value " +
+                         st.shapes[graph().outputs[k]].str());
+    }
   }
+  // After every kernel: duplicate outputs copied from the first of them, assigned values
+  // written to their targets (so after every read of a target's old value).
+  void finish_outputs(const State& st, const Inputs& in, const std::array<void*, kMaxBuffers>& ptr) const {
+    for (int k = 0; k < NOut; ++k) {
+      const int node = graph().outputs[k];
+      const std::size_t bytes = st.shapes[node].numel() * kElementSize[node];
+      const void* src = ptr[st.output_source[k]];
+      if (bytes == 0) continue;
+      if (root_outputs<Root>::assigns[k]) std::memcpy(in.mutable_data[kAssignTarget[k]], src, bytes);
+      else if (src != ptr[kSymbols + k]) std::memcpy(ptr[kSymbols + k], src, bytes);
+    }
+  }
+
 
   bool matches(const State& st, const Inputs& in) const {
     return std::equal(in.shapes.begin(), in.shapes.begin() + kSymbols, st.key.begin());
@@ -389,6 +449,7 @@ class Compiled {
       Kernel::run(pr.args);
     });
     st.tuned = true;
+    finish_outputs(st, in, ptr);  // while a per-call arena is still alive
   }
 
   // MaxAutotune: time each launch candidate of kernel G on this call's data (kernels are pure:
@@ -463,13 +524,23 @@ class Compiled {
       return nbuffers++;
     };
     std::array<int, (nkernels > 0 ? nkernels : 1)> group_out{};
+    std::vector<bool> keep_to_end;  // arena buffers an assign reads after the last kernel
     for (int g = 0; g < nkernels; ++g) {
       const int root = plan().groups[g].root;
       int out = -1;
+      bool assigned = false;
       for (int k = NOut - 1; k >= 0; --k)
-        if (graph().outputs[k] == root) out = kSymbols + k;
+        if (graph().outputs[k] == root) {
+          if (root_outputs<Root>::assigns[k]) assigned = true;
+          else out = kSymbols + k;
+        }
       group_out[g] = out >= 0 ? out : arena_buffer(root, st.shapes[root]);
+      if (out < 0 && assigned) {
+        keep_to_end.resize(arena.size(), false);
+        keep_to_end[group_out[g] - kSymbols - NOut] = true;
+      }
     }
+    for (int k = 0; k < NOut; ++k) st.output_source[k] = group_out[plan().group_of[graph().outputs[k]]];
 
     st.faces.resize(N);
     st.view_faces.resize(N);
@@ -534,6 +605,7 @@ class Compiled {
       const int b = kSymbols + NOut + static_cast<int>(a);
       arena[a].first = first[b];
       arena[a].last = std::max(last[b], first[b]);
+      if (a < keep_to_end.size() && keep_to_end[a]) arena[a].last = nkernels;
     }
     st.arena_bytes = plan_memory(arena);
     st.buffers.assign(nbuffers, 0);

@@ -55,7 +55,9 @@ void collect_root(const Root& r, std::vector<NodeParams>& out) {
 }
 template <class... Es>
 void collect_root(const Outputs<Es...>& r, std::vector<NodeParams>& out) {
-  std::apply([&](const auto&... e) { (collect_params(e, out), ...); }, r.items);
+  std::apply([&](const auto&... e) {
+    (collect_params(output_item<std::remove_cvref_t<decltype(e)>>::value(e), out), ...);
+  }, r.items);
 }
 
 // The table indexed by node id.

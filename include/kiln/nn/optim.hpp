@@ -1,0 +1,40 @@
+// kiln: optimizers as expressions. Each returns the kiln::assign outputs of one update step, to
+// be compiled together with the loss and its gradients, so that one call runs forward,
+// backward and update:
+//   auto [dw] = kiln::grad(loss, w);
+//   auto [av, aw] = kiln::nn::sgd_momentum(w, v, dw, 0.1, 0.9);
+//   auto step = kiln::compile(kiln::outputs(loss, av, aw));
+// The state (v, m, ...) lives in tensors the caller binds, which the step updates in place.
+// The formulas are PyTorch's (torch.optim.SGD, torch.optim.AdamW).
+#pragma once
+#include <cmath>
+#include <tuple>
+
+#include "kiln/expr/ops/pointwise.hpp"
+
+namespace kiln::nn {
+
+// SGD with momentum: v <- mu v + g; w <- w - lr v.
+template <Expression W, Expression V, Expression G>
+constexpr auto sgd_momentum(W w, V v, G g, double lr, double momentum) {
+  const auto v1 = v * momentum + g;
+  return std::tuple{assign(v, v1), assign(w, w - v1 * lr)};
+}
+
+// AdamW with decoupled weight decay and bias correction; step is a rank-0 input holding the
+// step number t (1 for the first step):
+//   m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
+//   w <- w (1 - lr wd) - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+template <Expression W, Expression M, Expression V, Expression G, Expression Step>
+constexpr auto adamw(W w, M m, V v, G g, Step step, double lr, double beta1 = 0.9, double beta2 = 0.999,
+                     double eps = 1e-8, double weight_decay = 1e-2) {
+  static_assert(Step::rank == 0, "kiln::nn::adamw: the step count must be a rank-0 input");
+  const auto m1 = m * beta1 + g * (1 - beta1);
+  const auto v1 = v * beta2 + square(g) * (1 - beta2);
+  const auto correction1 = 1 - exp(step * std::log(beta1));  // 1 - beta1^t
+  const auto correction2 = 1 - exp(step * std::log(beta2));
+  const auto w1 = w * (1 - lr * weight_decay) - (m1 / correction1) * lr / (sqrt(v1 / correction2) + eps);
+  return std::tuple{assign(m, m1), assign(v, v1), assign(w, w1)};
+}
+
+}  // namespace kiln::nn
