@@ -190,11 +190,6 @@ struct GraphInfo {
   int use_count[N > 0 ? N : 1]{};  // uses as an operand, plus one per output it is
   bool is_output[N > 0 ? N : 1]{};
 
-  constexpr bool is_user(int user, int node) const {
-    for (int k = 0; k < nodes[user].nchildren; ++k)
-      if (nodes[user].children[k] == node) return true;
-    return false;
-  }
   // `user` reads the value of `node` (not only its shape).
   constexpr bool reads_value(int user, int node) const {
     for (int k = 0; k < nodes[user].nchildren; ++k)

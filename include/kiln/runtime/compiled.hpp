@@ -81,6 +81,14 @@ struct symbol_not_in_expression {
   static_assert(sizeof(X) == 0, "kiln: this call binds a symbol that the compiled expression does not use");
 };
 
+// How many of the bindings Bs bind the symbol Id; more than one is a compile error.
+template <std::uint64_t Id, class... Bs>
+inline constexpr int binding_count = ((Bs::id == Id) + ... + 0);
+template <class B, int Count>
+constexpr void check_bound_once() {
+  if constexpr (Count > 1) (void)symbol_bound_twice<B>::value;
+}
+
 template <class Root>
 struct root_outputs {
   static constexpr bool multi = false;
@@ -271,15 +279,9 @@ class Compiled {
     return -1;
   }
 
-  template <std::uint64_t Id, class... Bs>
-  static constexpr int binding_count = ((Bs::id == Id) + ... + 0);
   template <class B>
   static constexpr void check_known() {
     if constexpr (symbol_index(B::id) < 0) (void)symbol_not_in_expression<B>::value;
-  }
-  template <class B, int Count>
-  static constexpr void check_once() {
-    if constexpr (Count > 1) (void)symbol_bound_twice<B>::value;
   }
   template <int S, class... Bs>
   static constexpr void check_bound() {
@@ -295,7 +297,7 @@ class Compiled {
   template <class... Bs>
   static constexpr void check_bindings() {
     (check_known<Bs>(), ...);
-    (check_once<Bs, binding_count<Bs::id, Bs...>>(), ...);
+    (check_bound_once<Bs, binding_count<Bs::id, Bs...>>(), ...);
     check_all_bound<Bs...>(std::make_integer_sequence<int, kSymbols>{});
   }
 

@@ -108,7 +108,7 @@ class Segmented {
   template <class... Bs>
   auto operator()(const Bs&... bs) {
     (check_known<Bs>(), ...);
-    (check_once<Bs, count_id<Bs::id, Bs...>>(), ...);
+    (check_bound_once<Bs, binding_count<Bs::id, Bs...>>(), ...);
     return call_subset(bs...);
   }
 
@@ -140,15 +140,9 @@ class Segmented {
       if (whole::info.nodes[i].kind == NodeKind::Symbol && whole::info.nodes[i].symbol_id == id) return true;
     return false;
   }
-  template <std::uint64_t Id, class... Bs>
-  static constexpr int count_id = ((Bs::id == Id) + ... + 0);
   template <class B>
   static constexpr void check_known() {
     if constexpr (!known(B::id)) (void)symbol_not_in_expression<B>::value;
-  }
-  template <class B, int Count>
-  static constexpr void check_once() {
-    if constexpr (Count > 1) (void)symbol_bound_twice<B>::value;
   }
 
   Compiled<First, Policy> first_;

@@ -120,6 +120,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   using Args = GemmArgs<T, NL, NC>;
   using Epilogue = RowKernelCpu<lower::RowKernel<T, Epi, lower::TypeList<>, NL, NC>>;
   static constexpr index_t kRowsLoop = 4;  // up to this many rows the GEMV-like loop is used
+  static constexpr index_t kDefaultPanelBytes = index_t{1} << 20;
 
   struct Tiling {
     index_t rows_per_tile, cols_per_tile, row_tiles, col_tiles;
@@ -158,7 +159,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     std::vector<LaunchConfig> c = {{1, 0, 0, 0}};
     for (int variant : {1, 2})
       for (index_t panel : {index_t{256} << 10, index_t{1} << 20, index_t{4} << 20}) c.push_back({0, 0, variant, panel});
-    if (g.a.col == 1 && g.b.col == 1 && g.m <= 64) c.push_back({0, 0, 3, index_t{1} << 20});
+    if (g.a.col == 1 && g.b.col == 1 && g.m <= 64) c.push_back({0, 0, 3, kDefaultPanelBytes});
     return c;
   }
 
@@ -168,7 +169,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     const bool packed = !rows_loop && g.a.col == 1 && g.b.col == 1 && g.workspace &&
                         static_cast<int>(g.workspace->per_thread.size()) >= t.threads && g.workspace->m >= t.rows_per_tile &&
                         g.workspace->n >= t.cols_per_tile && g.workspace->k >= g.k;
-    const index_t panel_bytes = g.config.panel_bytes > 0 ? g.config.panel_bytes : index_t{1} << 20;
+    const index_t panel_bytes = g.config.panel_bytes > 0 ? g.config.panel_bytes : kDefaultPanelBytes;
     const index_t tasks = g.batch * t.row_tiles * t.col_tiles;
     // The workspace slot: this kernel's thread number inside the region parallel_for opens; on
     // the serial path (maybe inside the caller's own parallel region) always slot 0.
