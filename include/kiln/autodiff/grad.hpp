@@ -5,16 +5,17 @@
 //   auto step = kiln::compile(kiln::outputs(loss, dw, db));
 // and the planner fuses the forward and backward kernels of the joint graph as one program.
 //
-// The walk follows the expression tree from the loss down, pruning subtrees that contain none
-// of the variables, and sums the contributions that reach each variable. A value used k times
-// is walked k times with its k cotangents; the stateless parts of those walks are merged again
-// by the graph's common-subexpression elimination.
+// The walk visits the nodes that depend on the variables (autodiff/dag.hpp) from the loss down,
+// in reverse topological order: a node's cotangent is the sum of what each of its users' rules
+// hands it, computed once and made a Shared value, so it becomes one node of the program however
+// many rules read it. The cost in types and in graph nodes is linear in the loss's graph.
 #pragma once
+#include <array>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
-#include "kiln/autodiff/zero.hpp"
+#include "kiln/autodiff/dag.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/expr/ops/host.hpp"
 
@@ -22,61 +23,120 @@ namespace kiln {
 
 namespace autodiff {
 
-// Whether an expression contains a symbol with one of the ids.
-template <class E, std::uint64_t... Ids>
-struct depends_on : std::false_type {};
-template <std::uint64_t Id, int R, class T, SymbolKind K, class N, std::uint64_t... Ids>
-struct depends_on<Symbol<Id, R, T, K, N>, Ids...> : std::bool_constant<((Id == Ids) || ...)> {};
-template <class Op, class... Cs, std::uint64_t... Ids>
-struct depends_on<Node<Op, Cs...>, Ids...> : std::bool_constant<(depends_on<Cs, Ids...>::value || ...)> {};
+template <class D>
+struct Uses {
+  static constexpr int N = D::size;
+  // kids[u][k]: the entry id of operand k of entry u, or -1.
+  static constexpr auto kids = []<std::size_t... U>(std::index_sequence<U...>) {
+    std::array<std::array<int, 3>, (N > 0 ? N : 1)> t{};
+    for (auto& r : t) r = {-1, -1, -1};
+    (
+        [&] {
+          using Entry = typename D::template entry<U>;
+          static_assert(Entry::nkids <= 3, "kiln::grad: an op with more than three operands");
+          for (int k = 0; k < Entry::nkids; ++k) t[U][k] = Entry::kids[k];
+        }(),
+        ...);
+    return t;
+  }(std::make_index_sequence<N>{});
 
-template <bool Take, class G>
-constexpr auto take_if(const G& g) {
-  if constexpr (Take) return g;
-  else return NoGrad{};
-}
+  template <int I>
+  static constexpr int count = [] {
+    int n = 0;
+    for (int u = 0; u < N; ++u)
+      for (int k = 0; k < 3; ++k) n += kids[u][k] == I;
+    return n;
+  }();
+  // The (user, operand position) pairs through which entry I is read.
+  template <int I>
+  static constexpr auto users = [] {
+    std::array<std::pair<int, int>, (count<I> > 0 ? count<I> : 1)> r{};
+    int n = 0;
+    for (int u = 0; u < N; ++u)
+      for (int k = 0; k < 3; ++k)
+        if (kids[u][k] == I) r[n++] = {u, k};
+    return r;
+  }();
+};
 
-template <class... A, class... B, std::size_t... I>
-constexpr auto add_all(const std::tuple<A...>& a, const std::tuple<B...>& b, std::index_sequence<I...>) {
-  return std::tuple{add_cotangents(std::get<I>(a), std::get<I>(b))...};
-}
+template <class D, class T, std::uint64_t Tag>
+struct Reverse {
+  static constexpr int N = D::size;
+  using uses = Uses<D>;
 
-template <std::uint64_t... Ids>
-struct Backprop {
-  static constexpr auto none() { return std::tuple{take_if<(Ids != Ids)>(0)...}; }
-
-  // The contributions of expression e, whose cotangent is g, to each variable.
-  template <class E, class G>
-  static constexpr auto run(const E& e, const G& g) {
-    if constexpr (std::is_same_v<G, NoGrad> || !depends_on<E, Ids...>::value) {
-      return none();
-    } else if constexpr (E::kind == NodeKind::Symbol) {
-      return std::tuple{take_if<E::id == Ids>(g)...};
+  // The contribution of user U's rule to its operand K; cots holds the cotangents of the
+  // entries I+1 ... N-1.
+  template <int I, int U, int K, class Root, class Cots>
+  static constexpr auto contribution(const Root& root, const Cots& cots) {
+    const auto& g = std::get<U - I - 1>(cots);
+    using G = std::remove_cvref_t<decltype(g)>;
+    using E = typename D::template entry<U>::type;
+    if constexpr (std::is_same_v<G, NoGrad>) {
+      return NoGrad{};
+    } else if constexpr (E::kind == NodeKind::Shared) {
+      return g;
     } else {
       using Op = typename E::op_type;
       static_assert(!requires { Op::host; },
                     "kiln::grad: kiln::host (a graph break) has no derivative; keep it out of the differentiated path");
-      return children<0>(e, Op::vjp(e, g), none());
+      return std::get<K>(Op::vjp(at_path(root, typename D::template entry<U>::path{}), g));
     }
   }
 
-  // Adds the contributions of children I, I+1, ... to acc.
-  template <std::size_t I, class E, class Cts, class Acc>
-  static constexpr auto children(const E& e, const Cts& cts, const Acc& acc) {
-    if constexpr (I == std::tuple_size_v<decltype(e.children)>) {
-      return acc;
+  template <class A, class... B>
+  static constexpr auto sum(const A& a, const B&... b) {
+    if constexpr (sizeof...(B) == 0) return a;
+    else return add_cotangents(a, sum(b...));
+  }
+
+  template <int I, class Root, class Cots>
+  static constexpr auto cotangent(const Root& root, const Cots& cots) {
+    if constexpr (I == N - 1) {
+      return Constant<T>(T(1));  // the loss itself
+    } else if constexpr (uses::template count<I> == 0) {
+      return NoGrad{};
     } else {
-      const auto sum = add_all(acc, run(std::get<I>(e.children), std::get<I>(cts)), std::index_sequence_for<decltype(Ids)...>{});
-      return children<I + 1>(e, cts, sum);
+      const auto total = [&]<std::size_t... J>(std::index_sequence<J...>) {
+        constexpr auto& us = uses::template users<I>;
+        return sum(contribution<I, us[J].first, us[J].second>(root, cots)...);
+      }(std::make_index_sequence<uses::template count<I>>{});
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(total)>, NoGrad>) return NoGrad{};
+      else return share<hash_mix(Tag, static_cast<std::uint64_t>(I))>(total);
+    }
+  }
+
+  // The cotangents of entries I, I-1, ..., 0, given those of I+1 ... N-1; all N as a tuple.
+  template <int I, class Root, class... Cs>
+  static constexpr auto run(const Root& root, const Cs&... cots) {
+    if constexpr (I < 0) {
+      return std::tuple<Cs...>{cots...};
+    } else {
+      const auto c = cotangent<I>(root, std::forward_as_tuple(cots...));
+      return run<I - 1>(root, c, cots...);
     }
   }
 };
+
+// The gradient of variable w: its cotangent, or zeros where the loss does not depend on it.
+template <class D, class T, class Cots, class W>
+constexpr auto gradient_of(const Cots& cots, const W& w) {
+  constexpr int id = dag_find<W, D>::value;
+  if constexpr (id < 0) {
+    return expand_as(Constant<T>(T(0)), w);
+  } else if constexpr (std::is_same_v<std::tuple_element_t<id, Cots>, NoGrad>) {
+    return expand_as(Constant<T>(T(0)), w);
+  } else {
+    return std::get<id>(cots);
+  }
+}
 
 }  // namespace autodiff
 
 // The gradients of a scalar loss with respect to symbols, as a std::tuple of expressions, one
 // per symbol, each of that symbol's shape. A symbol the loss does not depend on gets zeros.
-template <Expression L, Expression... Ws>
+// Salt tells apart two kiln::grad calls of equal structure in one program (compile() reports
+// such a collision): kiln::grad<1>(loss2, w).
+template <std::uint64_t Salt = 0, Expression L, Expression... Ws>
 constexpr auto grad(const L& loss, const Ws&... ws) {
   static_assert(L::rank == 0,
                 "kiln::grad: the loss must be a scalar (rank 0); reduce it first, e.g. with kiln::sum or kiln::mean");
@@ -86,15 +146,17 @@ constexpr auto grad(const L& loss, const Ws&... ws) {
   static_assert((std::is_same_v<typename Ws::dtype, typename L::dtype> && ...),
                 "kiln::grad: a variable's element type differs from the loss's");
   using T = typename L::dtype;
-  const auto contributions = autodiff::Backprop<Ws::id...>::run(loss, Constant<T>(T(1)));
-  return [&]<std::size_t... I>(std::index_sequence<I...>) {
-    const auto finish = [](const auto& c, const auto& w) {
-      // Every rule hands a variable a cotangent of its shape; none reached it: zeros.
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(c)>, autodiff::NoGrad>) return expand_as(Constant<T>(T(0)), w);
-      else return c;
-    };
-    return std::tuple{finish(std::get<I>(contributions), ws)...};
-  }(std::index_sequence_for<Ws...>{});
+  using D = autodiff::dag_of<autodiff::Vars<Ws::id...>, L>;
+  constexpr std::uint64_t tag = [] {
+    std::uint64_t h = autodiff::dag_hash<D>(hash_mix(fnv1a("kiln::grad"), Salt));
+    ((h = hash_mix(h, Ws::id)), ...);
+    return h;
+  }();
+  const auto cots = [&] {
+    if constexpr (D::size == 0) return std::tuple<>{};
+    else return autodiff::Reverse<D, T, tag>::template run<D::size - 1>(loss);
+  }();
+  return std::tuple{autodiff::gradient_of<D, T>(cots, ws)...};
 }
 
 }  // namespace kiln

@@ -23,6 +23,12 @@ constexpr std::uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
+// Mixes v into the hash h (for tags derived from other tags: gradients, optimizer states).
+constexpr std::uint64_t hash_mix(std::uint64_t h, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xffu)) * 0x100000001b3ull;
+  return h;
+}
+
 // The name as a pack of chars: a non-class template argument, which nvcc handles.
 template <char... Cs>
 struct Name {

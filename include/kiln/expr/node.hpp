@@ -30,7 +30,8 @@ enum class NodeKind : std::uint8_t {
   Reshape,
   Unsqueeze,    // a view with one more axis of extent 1
   ReshapeLike,  // a view with another value's shape
-  ReduceTo      // a sum down to another value's shape (the adjoint of broadcasting)
+  ReduceTo,     // a sum down to another value's shape (the adjoint of broadcasting)
+  Shared        // kiln::shared: an alias, never a node of the graph (flattening resolves it)
 };
 enum class SymbolKind : std::uint8_t { Input, Param };
 enum class ReduceKind : std::uint8_t { Sum, Mean, Max, Min };
@@ -98,6 +99,30 @@ struct Ref : ExprTag {
   static constexpr int rank = Rank;
   static constexpr bool stateless = true;
 };
+
+// A value computed once however often it occurs: every occurrence of one Shared type is one
+// node of the graph, even when the value holds constants (which otherwise keep equal-looking
+// subtrees apart, see the invariants above). Tag names it; the gradients of kiln::grad and the
+// optimizers' intermediate states are Shared, so a gradient used three times is computed once.
+// Invariant: occurrences of one Shared type hold equal values; compile() checks this and
+// throws kiln::BindingError otherwise. Only kiln::shared and the library make them.
+template <std::uint64_t Tag, class E>
+struct Shared : ExprTag {
+  using dtype = typename E::dtype;
+  using value_type = E;
+  static constexpr int rank = E::rank;
+  static constexpr NodeKind kind = NodeKind::Shared;
+  static constexpr bool stateless = false;
+  static constexpr std::uint64_t tag = Tag;
+  E value;
+};
+
+// Wraps e in Shared<Tag> when it holds values; a stateless value is merged by type anyway.
+template <std::uint64_t Tag, Expression E>
+constexpr auto share(const E& e) {
+  if constexpr (E::stateless || E::kind == NodeKind::Shared || E::kind == NodeKind::Symbol) return e;
+  else return Shared<Tag, E>{{}, e};
+}
 
 namespace detail {
 template <class Op>

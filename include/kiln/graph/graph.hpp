@@ -1,7 +1,9 @@
 // kiln: compile-time graph analysis. An expression type is flattened into a list of unique
 // nodes in topological order (children before parents): stateless subtrees are merged by
 // type (common-subexpression elimination), composite ops are expanded into primitives over
-// references to their operands. GraphInfo<N> then describes the nodes as constexpr arrays.
+// references to their operands, and every occurrence of one kiln::shared value (Shared<Tag, E>)
+// resolves to the node of its first occurrence. GraphInfo<N> then describes the nodes as
+// constexpr arrays.
 //
 // Cost: one pass over the tree; each new node is looked up among the nodes so far with a
 // fold over is_same, which is cheap next to instantiating the nodes themselves.
@@ -22,23 +24,52 @@ struct Entry {
   static constexpr std::array<int, sizeof...(Cs)> children{Cs...};
 };
 
-template <class... Es>
+// A kiln::shared value already flattened: its type and the id of its node.
+template <class Key, int Id>
+struct Alias {};
+template <class... As>
+struct Aliases {};
+
+// The nodes so far, in topological order, and the Shared values seen.
+template <class As, class... Es>
 struct List {
   static constexpr int size = sizeof...(Es);
 };
 
 template <class L, class X>
 struct append;
-template <class... Es, class X>
-struct append<List<Es...>, X> {
-  using type = List<Es..., X>;
+template <class As, class... Es, class X>
+struct append<List<As, Es...>, X> {
+  using type = List<As, Es..., X>;
+};
+
+template <class L, class A>
+struct append_alias;
+template <class... As, class... Es, class A>
+struct append_alias<List<Aliases<As...>, Es...>, A> {
+  using type = List<Aliases<As..., A>, Es...>;
+};
+
+// The node id of the Shared value Key, or -1.
+template <class Key, class L>
+struct find_alias;
+template <class Key, class... As, class... Es>
+struct find_alias<Key, List<Aliases<As...>, Es...>> {
+  template <int Id>
+  static constexpr int match(Alias<Key, Id>*) { return Id; }
+  static constexpr int match(void*) { return -1; }
+  static constexpr int value = [] {
+    int id = -1;
+    ((id = id >= 0 ? id : match(static_cast<As*>(nullptr))), ...);
+    return id;
+  }();
 };
 
 // Index of the entry whose type is E, or -1.
 template <class E, class L>
 struct find;
-template <class E, class... Es>
-struct find<E, List<Es...>> {
+template <class E, class As, class... Es>
+struct find<E, List<As, Es...>> {
   static constexpr int value = [] {
     constexpr bool match[] = {false, std::is_same_v<E, typename Es::type>...};
     for (int i = 0; i < static_cast<int>(sizeof...(Es)); ++i)
@@ -94,6 +125,25 @@ struct add<L, Ref<Id, R, T>> {
   static constexpr int id = Id;
 };
 
+// A Shared value: flattened at its first occurrence, an alias of that node afterwards.
+template <class L, std::uint64_t Tag, class E>
+struct add<L, Shared<Tag, E>> {
+  static constexpr int found = find_alias<Shared<Tag, E>, L>::value;
+  template <bool Found, class = void>
+  struct build {
+    using list = L;
+    static constexpr int id = found;
+  };
+  template <class V>
+  struct build<false, V> {
+    using value = add<L, E>;
+    using list = typename append_alias<typename value::list, Alias<Shared<Tag, E>, value::id>>::type;
+    static constexpr int id = value::id;
+  };
+  using list = typename build<(found >= 0)>::list;
+  static constexpr int id = build<(found >= 0)>::id;
+};
+
 template <class Op, class... Cs>
 struct expansion_of {
   template <int... Ids>
@@ -134,9 +184,9 @@ template <class L, class Op, class... Cs>
 struct add<L, Node<Op, Cs...>> : add_node<L, Node<Op, Cs...>, Op::composite> {};
 
 template <class Root>
-struct flatten : add_all<List<>, Root> {};
+struct flatten : add_all<List<Aliases<>>, Root> {};
 template <class... Es>
-struct flatten<Outputs<Es...>> : add_all<List<>, typename output_item<Es>::value_type...> {};
+struct flatten<Outputs<Es...>> : add_all<List<Aliases<>>, typename output_item<Es>::value_type...> {};
 
 // The constexpr description of one node.
 struct NodeInfo {
@@ -200,8 +250,8 @@ struct GraphInfo {
 
 template <class L, class OutIds>
 struct Graph;
-template <class... Es, int... Outs>
-struct Graph<List<Es...>, std::integer_sequence<int, Outs...>> {
+template <class As, class... Es, int... Outs>
+struct Graph<List<As, Es...>, std::integer_sequence<int, Outs...>> {
   static constexpr int size = sizeof...(Es);
   static constexpr int noutputs = sizeof...(Outs);
   using entries = std::tuple<Es...>;

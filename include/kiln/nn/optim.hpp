@@ -5,7 +5,9 @@
 //   auto [av, aw] = kiln::nn::sgd_momentum(w, v, dw, 0.1, 0.9);
 //   auto step = kiln::compile(kiln::outputs(loss, av, aw));
 // The state (v, m, ...) lives in tensors the caller binds, which the step updates in place.
-// The formulas are PyTorch's (torch.optim.SGD, torch.optim.AdamW).
+// The formulas are PyTorch's (torch.optim.SGD, torch.optim.AdamW). A new state that is both
+// assigned and read by the weight update is a Shared value (computed once), keyed by the
+// weight's symbol; so update each weight once per program.
 #pragma once
 #include <cmath>
 #include <tuple>
@@ -17,7 +19,7 @@ namespace kiln::nn {
 // SGD with momentum: v <- mu v + g; w <- w - lr v.
 template <Expression W, Expression V, Expression G>
 constexpr auto sgd_momentum(W w, V v, G g, double lr, double momentum) {
-  const auto v1 = v * momentum + g;
+  const auto v1 = share<hash_mix(fnv1a("kiln::nn::sgd_momentum.v"), W::id)>(v * momentum + g);
   return std::tuple{assign(v, v1), assign(w, w - v1 * lr)};
 }
 
@@ -29,8 +31,8 @@ template <Expression W, Expression M, Expression V, Expression G, Expression Ste
 constexpr auto adamw(W w, M m, V v, G g, Step step, double lr, double beta1 = 0.9, double beta2 = 0.999,
                      double eps = 1e-8, double weight_decay = 1e-2) {
   static_assert(Step::rank == 0, "kiln::nn::adamw: the step count must be a rank-0 input");
-  const auto m1 = m * beta1 + g * (1 - beta1);
-  const auto v1 = v * beta2 + square(g) * (1 - beta2);
+  const auto m1 = share<hash_mix(fnv1a("kiln::nn::adamw.m"), W::id)>(m * beta1 + g * (1 - beta1));
+  const auto v1 = share<hash_mix(fnv1a("kiln::nn::adamw.v"), W::id)>(v * beta2 + square(g) * (1 - beta2));
   const auto correction1 = 1 - exp(step * std::log(beta1));  // 1 - beta1^t
   const auto correction2 = 1 - exp(step * std::log(beta2));
   const auto w1 = w * (1 - lr * weight_decay) - (m1 / correction1) * lr / (sqrt(v1 / correction2) + eps);

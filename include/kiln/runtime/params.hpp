@@ -5,6 +5,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kiln/core/errors.hpp"
 #include "kiln/graph/graph.hpp"
 
 namespace kiln::runtime {
@@ -20,15 +21,74 @@ struct is_reshape : std::false_type {};
 template <int R>
 struct is_reshape<Reshape<R>> : std::true_type {};
 
+// The walk's output, and the Shared values met so far with their own parameters (those
+// outside any Shared value nested in them).
+struct ParamsWalk {
+  std::vector<NodeParams> out;
+  struct Seen {
+    const void* key;
+    std::vector<NodeParams> own;
+  };
+  std::vector<Seen> shared;
+};
+template <class K>
+inline constexpr char type_key = 0;  // &type_key<K> identifies the type K
+
+inline bool same_params(const NodeParams& a, const NodeParams& b) {
+  if (a.scalar != b.scalar && !(a.scalar != a.scalar && b.scalar != b.scalar)) return false;  // NaN equals NaN here
+  if (a.ndims != b.ndims) return false;
+  for (int d = 0; d < a.ndims; ++d)
+    if (a.dims[d] != b.dims[d]) return false;
+  return true;
+}
+
 template <class E>
-void collect_params(const E& e, std::vector<NodeParams>& out) {
+void collect_params(const E& e, ParamsWalk& w);
+
+// The parameters of e outside nested Shared values (which are checked where they are met).
+template <class E>
+void own_params(const E& e, std::vector<NodeParams>& out) {
+  ParamsWalk walk;
+  walk.shared.push_back({nullptr, {}});
+  collect_params<E>(e, walk);  // a Shared inside stops the walk (see collect_shared)
+  out = std::move(walk.out);
+}
+
+// A Shared value is flattened once: its first occurrence gives the parameters. A later
+// occurrence must hold the same values (one Shared type, one value): its own parameters are
+// compared, else the program would silently use the first.
+template <std::uint64_t Tag, class E>
+void collect_shared(const Shared<Tag, E>& s, ParamsWalk& w) {
+  if (!w.shared.empty() && w.shared.front().key == nullptr) return;  // inside own_params
+  const void* key = &type_key<Shared<Tag, E>>;
+  std::vector<NodeParams> own;
+  own_params(s.value, own);
+  for (const auto& seen : w.shared) {
+    if (seen.key != key) continue;
+    bool same = own.size() == seen.own.size();
+    for (std::size_t i = 0; same && i < own.size(); ++i) same = same_params(own[i], seen.own[i]);
+    if (!same)
+      throw BindingError(
+          "kiln::shared: two different values share one name in this program (or two kiln::grad calls of "
+          "equal structure collide: give one kiln::grad<1>(...)); name each shared value once");
+    return;
+  }
+  w.shared.push_back({key, std::move(own)});
+  collect_params(s.value, w);
+}
+
+template <class E>
+void collect_params(const E& e, ParamsWalk& w) {
+  auto& out = w.out;
   if constexpr (E::stateless) {
     return;
+  } else if constexpr (E::kind == NodeKind::Shared) {
+    collect_shared(e, w);
   } else if constexpr (!requires { typename E::op_type; }) {  // a Constant leaf
     out.push_back(NodeParams{static_cast<double>(e.value)});
   } else {
     using Op = typename E::op_type;
-    std::apply([&](const auto&... c) { (collect_params(c, out), ...); }, e.children);
+    std::apply([&](const auto&... c) { (collect_params(c, w), ...); }, e.children);
     if constexpr (Op::composite) {
       // The expansion over placeholders has the stateful nodes of the real expansion.
       auto expansion = std::apply(
@@ -37,7 +97,7 @@ void collect_params(const E& e, std::vector<NodeParams>& out) {
                                    typename std::remove_cvref_t<decltype(c)>::dtype>{}...);
           },
           e.children);
-      collect_params(expansion, out);
+      collect_params(expansion, w);
     } else {
       NodeParams p;
       if constexpr (is_reshape<Op>::value) {
@@ -50,21 +110,22 @@ void collect_params(const E& e, std::vector<NodeParams>& out) {
 }
 
 template <class Root>
-void collect_root(const Root& r, std::vector<NodeParams>& out) {
-  collect_params(r, out);
+void collect_root(const Root& r, ParamsWalk& w) {
+  collect_params(r, w);
 }
 template <class... Es>
-void collect_root(const Outputs<Es...>& r, std::vector<NodeParams>& out) {
+void collect_root(const Outputs<Es...>& r, ParamsWalk& w) {
   std::apply([&](const auto&... e) {
-    (collect_params(output_item<std::remove_cvref_t<decltype(e)>>::value(e), out), ...);
+    (collect_params(output_item<std::remove_cvref_t<decltype(e)>>::value(e), w), ...);
   }, r.items);
 }
 
 // The table indexed by node id.
 template <class Graph, class Root>
 std::vector<NodeParams> node_params(const Root& r) {
-  std::vector<NodeParams> seq;
-  collect_root(r, seq);
+  ParamsWalk walk;
+  collect_root(r, walk);
+  const auto& seq = walk.out;
   std::vector<NodeParams> table(static_cast<std::size_t>(Graph::size));
   std::size_t k = 0;
   for (int i = 0; i < Graph::size; ++i)

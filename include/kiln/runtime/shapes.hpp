@@ -132,6 +132,7 @@ inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& sha
         throw ShapeError("sum_to: " + child(1).str() + " does not broadcast to " + child(0).str());
       return child(1);
     case NodeKind::Symbol:
+    case NodeKind::Shared:  // never a node: flattening resolves it to its value's node
       break;
   }
   return Shape{};

@@ -37,7 +37,20 @@ template <class Op, class... Cs>
 struct has_host<Node<Op, Cs...>> : std::bool_constant<(has_host<Cs>::value || ...)> {};
 template <class F, class C>
 struct has_host<Node<HostOp<F>, C>> : std::true_type {};
+template <std::uint64_t Tag, class E>
+struct has_host<Shared<Tag, E>> : has_host<E> {};
 template <class... Es>
 struct has_host<Outputs<Es...>> : std::bool_constant<(has_host<Es>::value || ...)> {};
+
+// kiln::shared<"name">(e): e computed once wherever it occurs in one compiled program, even
+// when it holds constants. Use it for a value built once and used in several places, e.g. an
+// optimizer's new moment that is both assigned and read by the weight update:
+//   const auto m1 = kiln::shared<"m1">(m * 0.9 + g * 0.1);
+// Two different values must not share a name within one program (compile() checks this).
+template <fixed_string S, Expression E>
+constexpr auto shared(const E& e) {
+  static_assert(!has_host<E>::value, "kiln::shared: the value must not contain a kiln::host graph break");
+  return share<fnv1a(S.view())>(e);
+}
 
 }  // namespace kiln
