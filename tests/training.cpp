@@ -94,3 +94,27 @@ TEST_CASE("assign checks its target") {
   f(a = at);
   for (std::size_t i = 0; i < 3; ++i) CHECK(at[i] == 6.0f);
 }
+
+TEST_CASE("assign writes in place where that is safe, and copies where it is not") {
+  constexpr auto a = kiln::param<"a", 2>();
+  constexpr auto m = kiln::param<"m", 2>();
+  // a <- a + sum(a): the sum's kernel runs first; the update reads a at the element it writes.
+  // m <- m + transpose(m): reads other elements of m, so it must not be written in place.
+  auto f = kiln::compile<kiln::ReduceOverhead>(
+      kiln::outputs(kiln::assign(a, a + kiln::sum(a)), kiln::assign(m, m + kiln::transpose(m))));
+  kiln::Tensor<float> at = kiln::randn<float>({5, 7}, 1), mt = kiln::randn<float>({6, 6}, 2);
+  const kiln::Tensor<float> a0 = at, m0 = mt;
+  f(a = at, m = mt);
+  double total = 0;
+  for (std::size_t i = 0; i < a0.numel(); ++i) total += a0[i];
+  for (std::size_t i = 0; i < a0.numel(); ++i) CHECK(at[i] == doctest::Approx(a0[i] + total).epsilon(1e-5));
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 6; ++j) CHECK(mt.at({i, j}) == doctest::Approx(m0.at({i, j}) + m0.at({j, i})).epsilon(1e-6));
+  const std::string plan = f.explain();
+  CHECK(plan.find("assigned in place, without a copy: a (kernel") != std::string::npos);
+  CHECK(plan.find(" m (kernel") == std::string::npos);
+  // An updated tensor must not also be bound to another symbol.
+  constexpr auto b = kiln::input<"b", 2>();
+  auto g = kiln::compile(kiln::outputs(kiln::assign(a, a * 2.0f), b + 1.0f));
+  CHECK_THROWS_AS(g(a = at, b = at), kiln::BindingError);
+}

@@ -20,6 +20,16 @@ struct LLoad {
   }
 };
 
+// A load of a rank-0 value: the same element at every position (hoisted out of the loop, and
+// the kernel's other loads decide whether it is a unit-stride one).
+template <int S>
+struct LScalar {
+  template <class T, class Ctx>
+  KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx& ctx, index_t) {
+    return ctx.template scalar<S>();
+  }
+};
+
 template <int C>
 struct LConst {
   template <class T, class Ctx>

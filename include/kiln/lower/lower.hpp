@@ -151,7 +151,8 @@ struct Program {
   struct lower_tree;
   template <int G, int Node, int Space>
   struct lower_tree<G, Node, Space, LowerCase::Load> {
-    using type = LLoad<kernel_info<G>.load_slot(Node, Space)>;
+    static constexpr int slot = kernel_info<G>.load_slot(Node, Space);
+    using type = std::conditional_t<graph_type::info.nodes[Node].rank == 0, LScalar<slot>, LLoad<slot>>;
   };
   template <int G, int Node, int Space>
   struct lower_tree<G, Node, Space, LowerCase::Constant> {

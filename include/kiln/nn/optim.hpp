@@ -24,18 +24,20 @@ constexpr auto sgd_momentum(W w, V v, G g, double lr, double momentum) {
 }
 
 // AdamW with decoupled weight decay and bias correction; step is a rank-0 input holding the
-// step number t (1 for the first step):
+// step number t (1 for the first step). Arranged as torch.optim.AdamW computes it:
 //   m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
-//   w <- w (1 - lr wd) - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+//   w <- w (1 - lr wd) - (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// The two bias corrections are scalars, computed once per call (the planner gives scalar
+// chains a kernel of their own), so each element costs one sqrt and one division.
 template <Expression W, Expression M, Expression V, Expression G, Expression Step>
 constexpr auto adamw(W w, M m, V v, G g, Step step, double lr, double beta1 = 0.9, double beta2 = 0.999,
                      double eps = 1e-8, double weight_decay = 1e-2) {
   static_assert(Step::rank == 0, "kiln::nn::adamw: the step count must be a rank-0 input");
   const auto m1 = share<hash_mix(fnv1a("kiln::nn::adamw.m"), W::id)>(m * beta1 + g * (1 - beta1));
   const auto v1 = share<hash_mix(fnv1a("kiln::nn::adamw.v"), W::id)>(v * beta2 + square(g) * (1 - beta2));
-  const auto correction1 = 1 - exp(step * std::log(beta1));  // 1 - beta1^t
-  const auto correction2 = 1 - exp(step * std::log(beta2));
-  const auto w1 = w * (1 - lr * weight_decay) - (m1 / correction1) * lr / (sqrt(v1 / correction2) + eps);
+  const auto step_size = lr / (1 - exp(step * std::log(beta1)));       // lr / (1 - beta1^t)
+  const auto inv_sqrt_c2 = rsqrt(1 - exp(step * std::log(beta2)));  // 1 / sqrt(1 - beta2^t)
+  const auto w1 = w * (1 - lr * weight_decay) - m1 * step_size / (sqrt(v1) * inv_sqrt_c2 + eps);
   return std::tuple{assign(m, m1), assign(v, v1), assign(w, w1)};
 }
 

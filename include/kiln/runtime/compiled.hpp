@@ -56,6 +56,7 @@ struct Prepared {
   int load_buffer[Desc::nloads > 0 ? Desc::nloads : 1] = {};
   int out_buffer = -1, a_buffer = -1, b_buffer = -1, acc_buffer = -1;
   std::unique_ptr<cpu::GemmWorkspace<typename Desc::value_type>> workspace;  // GEMM kernels only
+  bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
   cpu::LaunchConfig& config() { return args.config; }
 
   auto& row_args() {
@@ -218,6 +219,15 @@ class Compiled {
         s += line;
         if (!st->tune_notes[g].empty()) s += "    autotune: " + st->tune_notes[g] + "\n";
       }
+      s += "  arena: " + std::to_string(st->arena_bytes) + " bytes\n";
+      std::string in_place;
+      lower::for_each_index<nkernels>([&](auto gi) {
+        const auto& pr = std::get<decltype(gi)::value>(st->kernels);
+        if (pr.writes_input)
+          in_place += " " + std::string(graph().nodes[kSymbolNodes[pr.out_buffer]].name) + " (kernel " +
+                      std::to_string(decltype(gi)::value) + ")";
+      });
+      if (!in_place.empty()) s += "  assigned in place, without a copy:" + in_place + "\n";
     }
     return s;
   }
@@ -382,6 +392,10 @@ class Compiled {
       const char* name = graph().nodes[kSymbolNodes[s]].name;
       if (in.mutable_data[s] == nullptr && in.shapes[s].numel() > 0)
         throw BindingError(std::string("assign: '") + name + "' is bound to a const tensor; bind a non-const one to update it");
+      for (int u = 0; u < kSymbols; ++u)
+        if (u != s && in.data[u] == in.data[s] && in.shapes[s].numel() > 0)
+          throw BindingError(std::string("assign: '") + name + "' is updated in place, and its tensor is also bound to '" +
+                             graph().nodes[kSymbolNodes[u]].name + "'; bind a separate tensor");
       if (!(in.shapes[s] == st.shapes[graph().outputs[k]]))
         throw ShapeError(std::string("assign: '") + name + "' has shape " + in.shapes[s].str() + ", the value " +
                          st.shapes[graph().outputs[k]].str());
@@ -395,7 +409,9 @@ class Compiled {
       const std::size_t bytes = st.shapes[node].numel() * kElementSize[node];
       const void* src = ptr[st.output_source[k]];
       if (bytes == 0) continue;
-      if (root_outputs<Root>::assigns[k]) std::memcpy(in.mutable_data[kAssignTarget[k]], src, bytes);
+      if (root_outputs<Root>::assigns[k]) {
+        if (src != in.mutable_data[kAssignTarget[k]]) std::memcpy(in.mutable_data[kAssignTarget[k]], src, bytes);
+      }
       else if (src != ptr[kSymbols + k]) std::memcpy(ptr[kSymbols + k], src, bytes);
     }
   }
@@ -446,7 +462,7 @@ class Compiled {
         pr.args.acc = static_cast<T*>(ptr[pr.acc_buffer]);
       }
       if constexpr (Policy::autotune) {
-        if (!st.tuned) tune<G>(st, pr);
+        if (!st.tuned && !pr.writes_input) tune<G>(st, pr);
       }
       Kernel::run(pr.args);
     });
@@ -589,6 +605,7 @@ class Compiled {
       constexpr int G = decltype(g)::value;
       prepare_kernel<G>(st, group_out[G], in_place[G]);
     });
+    assign_in_place(st, group_out, arena, keep_to_end);
 
     // Lifetimes of arena buffers, in kernel indices.
     std::vector<int> first(nbuffers, nkernels), last(nbuffers, -1);
@@ -615,6 +632,54 @@ class Compiled {
     if (Policy::persistent && st.arena_bytes > 0)
       st.arena = std::unique_ptr<std::byte[], detail::AlignedDelete>(
           static_cast<std::byte*>(detail::aligned_alloc_bytes(st.arena_bytes)), detail::AlignedDelete{st.arena_bytes});
+  }
+
+  // kiln::assign without a copy: the value is written straight into the target's tensor when
+  // its kernel is a pointwise one that reads the target's old value (if at all) only at the
+  // element it writes, and no later kernel reads that old value. Then the arena buffer the value
+  // had is not needed. (check_assigns makes sure no other symbol is bound to the target's tensor.)
+  template <class Arena, class Keep, class GroupOut>
+  void assign_in_place(State& st, GroupOut& group_out, Arena& arena, Keep& keep_to_end) {
+    for (int k = 0; k < NOut; ++k) {
+      const int s = kAssignTarget[k];
+      if (s < 0) continue;
+      const int node = graph().outputs[k];
+      const int g = plan().group_of[node];
+      const int b = group_out[g];
+      if (g < 0 || b < kSymbols + NOut) continue;  // also a returned output: that tensor is written
+      bool ok = true;
+      for (int j = 0; j < NOut; ++j) ok = ok && (j == k || kAssignTarget[j] != s) && (j == k || graph().outputs[j] != node);
+      const auto& grp = plan().groups[g];
+      ok = ok && grp.kind == schedule::KernelKind::Row && grp.nstages == 0 && !grp.copy && grp.root == node;
+      lower::for_each_index<nkernels>([&](auto gi) {
+        constexpr int G = decltype(gi)::value;
+        constexpr auto& ki = program::template kernel_info<G>;
+        const auto& pr = std::get<G>(st.kernels);
+        for (int l = 0; l < program::template kernel<G>::nloads; ++l) {
+          if (pr.load_buffer[l] != s) continue;
+          if (G > g) ok = false;  // read after the update
+          if (G == g && !(graph().nodes[ki.load_node[l]].kind == NodeKind::Symbol && st.shapes[ki.load_node[l]] == st.shapes[node]))
+            ok = false;  // read at other elements (a broadcast or a view)
+        }
+        if (G > g && (pr.a_buffer == s || pr.b_buffer == s)) ok = false;
+      });
+      if (!ok) continue;
+      lower::for_each_index<nkernels>([&](auto gi) {
+        constexpr int G = decltype(gi)::value;
+        auto& pr = std::get<G>(st.kernels);
+        if (pr.out_buffer == b) pr.out_buffer = s;
+        for (int& l : pr.load_buffer) l = l == b ? s : l;
+        for (int* x : {&pr.a_buffer, &pr.b_buffer, &pr.acc_buffer}) *x = *x == b ? s : *x;
+        if (G == g) pr.writes_input = true;
+      });
+      for (auto& f : st.faces) f.buffer = f.buffer == b ? s : f.buffer;
+      for (auto& f : st.view_faces) f.buffer = f.buffer == b ? s : f.buffer;
+      for (int& o : st.output_source) o = o == b ? s : o;
+      group_out[g] = s;
+      const std::size_t a = static_cast<std::size_t>(b - kSymbols - NOut);
+      arena[a].bytes = 0;
+      if (a < keep_to_end.size()) keep_to_end[a] = false;
+    }
   }
 
   // A Constant leaf's value, or what kiln::count derives from its operand's shape.
@@ -717,7 +782,8 @@ class Compiled {
     ra.rows = 1;
     for (int d = 0; d < ra.nrow_dims; ++d) ra.rows *= ra.row_dims[d];
     ra.unit_inner = true;
-    for (int s = 0; s < Desc::nloads; ++s) ra.unit_inner = ra.unit_inner && ra.inner[s] == 1;
+    for (int s = 0; s < Desc::nloads; ++s)  // rank-0 loads are LScalar: their stride does not matter
+      ra.unit_inner = ra.unit_inner && (ra.inner[s] == 1 || graph().nodes[ki.load_node[s]].rank == 0);
 
     // Traffic and operation counts for explain(): each distinct buffer read once, the root
     // written once; an op per evaluator node per element, 2 per GEMM multiply-add.

@@ -94,6 +94,9 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       else if (target != p.group_of[u]) joinable = false;
     }
     joinable = joinable && any_user && target >= 0;
+    // A scalar computed from scalars (AdamW's bias correction 1 - beta^t, say) is computed
+    // once by a kernel of its own, not once per element of a larger kernel.
+    if (joinable && n.rank == 0 && n.kind == NodeKind::Pointwise && g.nodes[tmp[target].root].rank > 0) joinable = false;
 
     if (joinable) {
       Group& t = tmp[target];

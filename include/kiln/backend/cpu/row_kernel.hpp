@@ -57,12 +57,20 @@ struct RowContext {
     if constexpr (Unit) return row_ptr[S][j];
     else return row_ptr[S][j * inner[S]];
   }
+  template <int S>
+  KILN_INLINE T scalar() const {
+    return row_ptr[S][0];
+  }
   KILN_INLINE T constant(int c) const { return consts[c]; }
   KILN_INLINE T stage(int k) const { return stages[k]; }
 };
 
 template <class T, int NL, int NC, int NS, bool Unit, bool Cached>
 KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit, Cached>& ctx, const RowArgs<T, NL, NC, NS>& a, index_t row) {
+  if (a.nrow_dims == 1) {  // the common case after dimension collapsing: no divisions
+    for (int s = 0; s < NL; ++s) ctx.row_ptr[s] = a.ptr[s] + row * a.outer[s][0];
+    return;
+  }
   index_t off[NL > 0 ? NL : 1] = {};
   for (int d = a.nrow_dims - 1; d >= 0; --d) {
     const index_t i = row % a.row_dims[d];
