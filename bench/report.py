@@ -27,12 +27,14 @@ one workload comes from the same run of the same binary, so the ratios hold on a
 - kiln Default: `kiln::compile(y)`, fresh outputs per call.
 - kiln ReduceOverhead and MaxAutotune: `f.into(out, ...)`, outputs reused.
 - Peers: Eigen Tensor on a thread pool of every core (W1); hand-written Eigen loops over rows
-  with OpenMP (W2, W3); Eigen dense products plus a bias and GELU pass (W4).
+  with OpenMP (W2, W3); Eigen dense products plus a bias and GELU pass (W4); PyTorch on the
+  CPU (W5, `bench/peers/torch_cpu.py`, Debian's python3-torch, every core), when installed.
+- W5 is one training step (forward, backward, AdamW update of 6 parameters and 12 moments, in
+  place); its GFLOP/s count the GEMMs only (2.45 GFLOP per step).
 - Limits: STREAM triad and copy over 3 x 2^24 floats with OpenMP, and Eigen's SGEMM at 2048^3.
 - Bytes are the minimum traffic (inputs read once, outputs written once). W2 and W3's data
   (38 MB and 34 MB) fit in this machine's last-level cache, so they can pass the DRAM-bound
   STREAM figures. Ops count one per evaluator node per element, a transcendental as one.
-- W5 (the training step) needs reverse-mode differentiation, which is not built yet.
 
 """
 
@@ -85,7 +87,7 @@ def main():
             r = variants[name]
             vs_eager = f"{eager['ms'] / r['ms']:.2f}x" if eager and name.startswith("kiln") else ""
             vs_peer = f"{peer['ms'] / r['ms']:.2f}x" if peer and name.startswith("kiln") else ""
-            if workload.startswith("W4"):
+            if workload.startswith("W4") or workload.startswith("W5"):
                 limit = f"{100 * r['flops'] / sgemm:.0f}% of SGEMM rate" if sgemm else ""
             else:
                 limit = f"{100 * r['bytes_per_second'] / triad:.0f}% of triad" if triad else ""

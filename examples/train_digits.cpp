@@ -28,7 +28,7 @@ double learning_rate = 5e-3;  // the second argument, if given
 
 // The model and its training step, as expressions.
 constexpr auto x = kiln::input<"x", 2>();       // [batch, 64] pixels scaled to [0, 1]
-constexpr auto y = kiln::input<"y", 2>();       // [batch, 10] one-hot labels
+constexpr auto y = kiln::input<"y", 1>();       // [batch] class labels 0-9
 constexpr auto step_t = kiln::input<"t", 0>();  // the AdamW step count
 constexpr auto w1 = kiln::param<"w1", 2>();
 constexpr auto b1 = kiln::param<"b1", 1>();
@@ -92,12 +92,11 @@ Dataset load(const std::string& path) {
   return d;
 }
 
-// Rows `idx` of the dataset as a batch: pixels and one-hot labels.
+// Rows `idx` of the dataset as a batch: pixels and class labels.
 void gather(const Dataset& d, const std::size_t* idx, std::size_t n, kiln::Tensor<float>& xb, kiln::Tensor<float>& yb) {
-  yb.fill(0.0f);
   for (std::size_t i = 0; i < n; ++i) {
     std::copy_n(&d.pixels[idx[i] * kPixels], kPixels, &xb[i * kPixels]);
-    yb[i * kClasses + static_cast<std::size_t>(d.labels[idx[i]])] = 1.0f;
+    yb[i] = static_cast<float>(d.labels[idx[i]]);
   }
 }
 
@@ -161,8 +160,8 @@ int main(int argc, char** argv) {
   auto predict = kiln::compile(logits);
   std::printf("%s", step.explain().c_str());
 
-  kiln::Tensor<float> xb({kBatch, kPixels}), yb({kBatch, kClasses});
-  kiln::Tensor<float> xtest({ntest, kPixels}), ytest({ntest, kClasses});
+  kiln::Tensor<float> xb({kBatch, kPixels}), yb({kBatch});
+  kiln::Tensor<float> xtest({ntest, kPixels}), ytest({ntest});
   gather(data, test.data(), ntest, xtest, ytest);
 
   State s(7);

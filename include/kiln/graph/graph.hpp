@@ -205,6 +205,7 @@ struct NodeInfo {
   std::uint64_t symbol_id = 0;
   // Bit k set: operand k is read for its shape only (never loaded, never forces a buffer).
   unsigned shape_only = 0;
+  bool column_index = false;  // kiln::column_index: its kernel evaluates j, the last-axis index
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
 
@@ -223,6 +224,7 @@ constexpr NodeInfo describe() {
     using Op = typename E::op_type;
     n.name = Op::name;
     n.shape_only = kiln::detail::shape_only_of<Op>();
+    if constexpr (requires { Op::column_index; }) n.column_index = Op::column_index;
     if constexpr (requires { Op::axis; }) n.axis = Op::axis;
     if constexpr (requires { Op::all; }) n.all = Op::all;
     if constexpr (E::kind == NodeKind::Reduce) {

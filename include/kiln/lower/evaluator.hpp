@@ -30,6 +30,15 @@ struct LScalar {
   }
 };
 
+// j itself: the position along the last axis (kiln::column_index, in a kernel of its own
+// whose rows are never collapsed).
+struct LIndex {
+  template <class T, class Ctx>
+  KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx&, index_t j) {
+    return static_cast<T>(j);
+  }
+};
+
 template <int C>
 struct LConst {
   template <class T, class Ctx>

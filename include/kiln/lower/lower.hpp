@@ -177,7 +177,8 @@ struct Program {
     static auto build(std::index_sequence<C...>)
         -> LOp<typename graph_type::template node<Node>::op_type,
                typename lower_tree<G, value_children[C], Space>::type...>;
-    using op = decltype(build(std::make_index_sequence<value_children[3]>{}));
+    using op = std::conditional_t<graph_type::info.nodes[Node].column_index, LIndex,
+                                  decltype(build(std::make_index_sequence<value_children[3]>{}))>;
     // A cached stage's input, read by a tree that runs after that stage (the output tree, or a
     // later stage), comes from the row cache; earlier stages recompute it.
     static constexpr int cached = kernel_info<G>.cached_stage_of(Node);

@@ -777,7 +777,12 @@ class Compiled {
       // stage is position j of every tree that reads it.
       ra.row_cache = ra.len <= cpu::kRowCache;
       for (int s = 0; s < Desc::nstages; ++s) ra.row_cache = ra.row_cache && space_shape<G>(st, s + 1) == o;
-      collapse(ra, Desc::nstages == 0);
+      constexpr bool evaluates_index = [] {
+        for (int i = 0; i < N; ++i)
+          if (plan().group_of[i] == G && graph().nodes[i].column_index) return true;
+        return false;
+      }();
+      collapse(ra, Desc::nstages == 0 && !evaluates_index);
     }
     ra.rows = 1;
     for (int d = 0; d < ra.nrow_dims; ++d) ra.rows *= ra.row_dims[d];

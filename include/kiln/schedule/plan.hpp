@@ -97,6 +97,7 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     // A scalar computed from scalars (AdamW's bias correction 1 - beta^t, say) is computed
     // once by a kernel of its own, not once per element of a larger kernel.
     if (joinable && n.rank == 0 && n.kind == NodeKind::Pointwise && g.nodes[tmp[target].root].rank > 0) joinable = false;
+    if (n.column_index) joinable = false;  // j must be its own last-axis index: a kernel of its own
 
     if (joinable) {
       Group& t = tmp[target];

@@ -6,6 +6,7 @@
 //   reshape_as(x, like) x's elements with like's shape       (a view of a contiguous value)
 //   unsqueeze<A>(x)     x with an axis of extent 1 before A  (a view)
 //   count<A>(x), count(x)  the extent of axis A / the number of elements, as a scalar
+//   column_index(like)  j at every element (i..., j) of like's shape (kiln::nn::one_hot uses it)
 #pragma once
 #include "kiln/expr/ops/pointwise.hpp"
 
@@ -25,6 +26,23 @@ struct ExpandAs : PointwiseOp {
   template <class N, class Tx, class Tl>
   static constexpr auto jvp(const N& y, const Tx& t, const Tl&) {
     return autodiff::tangent_apply([&](const auto& v) { return expand_as(v, std::get<1>(y.children)); }, t);
+  }
+};
+
+// The index along the last axis. It is always a kernel of its own (the planner never fuses it),
+// so j is the element's column whatever the consumers' shapes are; that kernel's rows are not
+// collapsed into one flat loop.
+struct ColumnIndex : PointwiseOp {
+  static constexpr const char* name = "column_index";
+  static constexpr unsigned shape_only = 0b1;
+  static constexpr bool column_index = true;
+  template <class N, class G>
+  static constexpr auto vjp(const N&, const G&) {
+    return std::tuple{autodiff::NoGrad{}};
+  }
+  template <class N, class Tl>
+  static constexpr auto jvp(const N&, const Tl&) {
+    return autodiff::NoGrad{};
   }
 };
 
@@ -113,6 +131,11 @@ constexpr auto expand_as(X x, L like) {
   detail::same_dtype<X, L>();
   static_assert(X::rank <= L::rank, "kiln::expand_as: the operand has a higher rank than the target shape");
   return Node<ExpandAs, X, L>(ExpandAs{}, x, like);
+}
+template <Expression L>
+constexpr auto column_index(L like) {
+  static_assert(L::rank >= 1, "kiln::column_index: the shape must have at least one axis");
+  return Node<ColumnIndex, L>(ColumnIndex{}, like);
 }
 template <Expression X, Expression L>
 constexpr auto sum_to(X x, L like) {

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""PyTorch on the CPU, the peer of W5 (WORKLOADS.md): an MLP 784-1024-1024-10 with ReLU,
+cross-entropy and AdamW(lr=1e-3), batch 256, f32; one step is zero_grad, forward, backward and
+optimizer.step(). Threads: as many as the machine has (torch.set_num_threads), like kiln.
+
+Writes Google Benchmark's JSON layout, so bench/report.py puts the figure next to kiln's:
+  bench/peers/torch_cpu.py OUT.json      (scripts/bench.sh runs it when torch is installed)
+Timing: 3 repetitions of back-to-back steps for at least 0.5 s each; the median is reported.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+
+def w5():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(256, 784)
+    labels = torch.tensor([(i * 7) % 10 for i in range(256)])
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), labels)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def time_ms(fn, min_time=0.5, repetitions=3):
+    for _ in range(3):
+        fn()  # warm-up
+    runs = []
+    for _ in range(repetitions):
+        n, start = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+        runs.append(1e3 * elapsed / n)
+    return statistics.median(runs)
+
+
+def main():
+    out = sys.argv[1]
+    torch.set_num_threads(os.cpu_count())
+    ms = time_ms(w5())
+    result = {
+        "context": {"library": f"torch {torch.__version__}", "threads": torch.get_num_threads()},
+        "benchmarks": [{
+            "name": "W5/peer/PyTorch",
+            "run_name": "W5/peer/PyTorch",
+            "run_type": "iteration",
+            "real_time": ms,
+            "time_unit": "ms",
+        }],
+    }
+    json.dump(result, open(out, "w"), indent=1)
+    print(f"W5/peer/PyTorch (torch {torch.__version__}, {torch.get_num_threads()} threads): {ms:.2f} ms per step")
+
+
+if __name__ == "__main__":
+    main()
