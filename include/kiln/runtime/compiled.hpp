@@ -220,6 +220,12 @@ class Compiled {
         if (!st->tune_notes[g].empty()) s += "    autotune: " + st->tune_notes[g] + "\n";
       }
       s += "  arena: " + std::to_string(st->arena_bytes) + " bytes\n";
+      if (NOut > 1) {
+        std::string saved;
+        for (int n : saved_nodes()) saved += " %" + std::to_string(n) + " " + st->shapes[n].str();
+        s += "  saved between output 0's kernels and the others: " + std::to_string(saved_bytes()) + " bytes" +
+             (saved.empty() ? "" : ":" + saved) + "\n";
+      }
       std::string in_place;
       lower::for_each_index<nkernels>([&](auto gi) {
         const auto& pr = std::get<decltype(gi)::value>(st->kernels);
@@ -234,9 +240,66 @@ class Compiled {
 
   const AutotuneStats& autotune_stats() const { return stats_; }
 
+  // Bytes of the intermediate values of one call for the last input shapes (the arena planned
+  // by liveness; outputs and inputs not counted). 0 before the first call.
+  std::size_t intermediate_bytes() const {
+    const State* st = last_state();
+    return st ? st->arena_bytes : 0;
+  }
+
+  // The values a training step keeps between its forward and backward kernels, for the last
+  // input shapes (0 before the first call): intermediate values the first output (the loss)
+  // depends on that are stored and read by a kernel computing something else (a gradient, an
+  // update). Kept to what the derivative rules read (a relu's output, not its input; a
+  // log-softmax's result, not its pieces); intermediates fused into their consumers are never
+  // stored at all.
+  std::size_t saved_bytes() const {
+    const State* st = last_state();
+    if (!st) return 0;
+    std::size_t b = 0;
+    for (int n : saved_nodes()) b += st->shapes[n].numel() * kElementSize[n];
+    return b;
+  }
+
  private:
   static constexpr const auto& graph() { return program::graph; }
   static constexpr const auto& plan() { return program::plan; }
+
+  // Nodes the first output reads the value of, directly or not (the forward pass of a step).
+  static constexpr std::array<bool, N> kForward = [] {
+    std::array<bool, N> f{};
+    f[graph().outputs[0]] = true;
+    for (int i = N - 1; i >= 0; --i)
+      if (f[i])
+        for (int k = 0; k < graph().nodes[i].nchildren; ++k)
+          if (graph().nodes[i].reads_value_of(k)) f[graph().nodes[i].children[k]] = true;
+    return f;
+  }();
+  // Forward intermediates stored and read by a kernel whose result is not a forward value.
+  static std::vector<int> saved_nodes() {
+    std::array<bool, N> saved{};
+    auto stored = [](int n) {  // the stored value a read of n resolves to (views read their source)
+      while (schedule::is_view(graph().nodes[n].kind) && !plan().materialized[n]) n = graph().nodes[n].children[0];
+      return n;
+    };
+    lower::for_each_index<nkernels>([&](auto gi) {
+      constexpr int G = decltype(gi)::value;
+      constexpr auto& ki = program::template kernel_info<G>;
+      if (kForward[ki.group.root]) return;
+      auto mark = [&](int n) {
+        n = stored(n);
+        const auto k = graph().nodes[n].kind;
+        if (kForward[n] && k != NodeKind::Symbol && k != NodeKind::Constant && plan().group_of[n] != G) saved[n] = true;
+      };
+      for (int l = 0; l < ki.nloads; ++l) mark(ki.load_node[l]);
+      if (ki.group.kind == schedule::KernelKind::Gemm)
+        for (int c = 0; c < 2; ++c) mark(graph().nodes[ki.group.gemm].children[c]);
+    });
+    std::vector<int> v;
+    for (int n = 0; n < N; ++n)
+      if (saved[n]) v.push_back(n);
+    return v;
+  }
 
   static constexpr int kSymbols = [] {
     int c = 0;

@@ -73,7 +73,7 @@ KILN_UNARY(Tanh, tanh, math::tanh(x), g * (1 - y * y))
 // sigmoid x = 1 / (1 + e^{-x})
 KILN_UNARY(Sigmoid, sigmoid, T(1) / (T(1) + math::exp(-x)), g * y * (1 - y))
 // relu x = max(x, 0); NaN stays NaN.
-KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x, g * (x > 0))  // relu'(0) = 0, as PyTorch
+KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x, g * (y > 0))  // from the output, as PyTorch: relu'(0) = 0, and x need not be kept
 // gelu x = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), the exact (erf) form; see math::normal_cdf.
 // Phi and phi, the standard normal CDF and density: gelu's derivative is Phi(x) + x phi(x).
 KILN_UNARY(NormalPdf, normal_pdf, T(0.39894228040143267794) * math::exp(T(-0.5) * x * x), g * -x * y)
