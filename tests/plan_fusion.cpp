@@ -68,3 +68,19 @@ TEST_CASE("the plan names reductions and what each kernel reads") {
   CHECK(plan.find("[max, sub, exp, sum, div]") != std::string::npos);
   CHECK(plan.find("reads x") != std::string::npos);
 }
+
+TEST_CASE("a scalar chain gets a kernel of its own; a single scalar op stays inline") {
+  constexpr auto t = kiln::input<"t", 0>();
+  // lr / (1 - 0.9^t), AdamW's step size: four scalar ops, computed once, not per element.
+  auto f = kiln::compile(x * (0.01f / (1.0f - kiln::exp(t * -0.105f))));
+  CHECK(f.kernel_count() == 2);
+  CHECK(f.explain().find("= [mul, exp, sub, div]; reads t") != std::string::npos);
+  auto g = kiln::compile(x * (t * 0.5f));
+  CHECK(g.kernel_count() == 1);
+  const auto xt = kiln::randn<float>({3, 5}, 1);
+  kiln::Tensor<float> tt(kiln::Shape{});
+  tt[0] = 3.0f;
+  const auto y = f(x = xt, t = tt);
+  for (std::size_t i = 0; i < y.numel(); ++i)
+    CHECK(y[i] == doctest::Approx(xt[i] * (0.01 / (1 - std::exp(3 * -0.105)))).epsilon(1e-5));
+}

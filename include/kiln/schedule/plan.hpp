@@ -94,9 +94,21 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       else if (target != p.group_of[u]) joinable = false;
     }
     joinable = joinable && any_user && target >= 0;
-    // A scalar computed from scalars (AdamW's bias correction 1 - beta^t, say) is computed
-    // once by a kernel of its own, not once per element of a larger kernel.
-    if (joinable && n.rank == 0 && n.kind == NodeKind::Pointwise && g.nodes[tmp[target].root].rank > 0) joinable = false;
+    // A scalar computed from scalars by several ops (AdamW's bias correction lr / (1 - beta^t),
+    // say) is computed once by a kernel of its own, not once per element of a larger kernel.
+    // A single scalar op (b * 0.5) stays inline: a kernel costs more than it saves.
+    if (joinable && n.rank == 0 && n.kind == NodeKind::Pointwise && g.nodes[tmp[target].root].rank > 0) {
+      int ops = 0, stack[N > 0 ? N : 1] = {}, top = 0;
+      stack[top++] = i;
+      while (top > 0 && ops < 3) {
+        const int c = stack[--top];
+        if (g.nodes[c].rank != 0 || g.nodes[c].kind != NodeKind::Pointwise) continue;
+        ++ops;
+        for (int k = 0; k < g.nodes[c].nchildren; ++k)
+          if (g.nodes[c].reads_value_of(k) && top < N) stack[top++] = g.nodes[c].children[k];
+      }
+      if (ops >= 3) joinable = false;
+    }
     if (n.column_index) joinable = false;  // j must be its own last-axis index: a kernel of its own
 
     if (joinable) {
