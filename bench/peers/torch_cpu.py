@@ -52,6 +52,15 @@ def time_ms(fn, min_time=0.5, repetitions=3):
     return statistics.median(runs)
 
 
+# The counters kiln's W5 reports (bench/bench_train.cpp): GEMM flops per step, and the minimum
+# traffic (the batch, and each parameter and its two moments read and written).
+B, I, H, O = 256, 784, 1024, 10
+FORWARD = 2.0 * B * (I * H + H * H + H * O)
+FLOPS = 2 * FORWARD + 2.0 * B * (H * H + H * O)
+PARAMS = I * H + H + H * H + H + H * O + O
+BYTES = 4.0 * (B * (I + 1) + 6 * PARAMS)
+
+
 def main():
     out = sys.argv[1]
     torch.set_num_threads(os.cpu_count())
@@ -64,6 +73,8 @@ def main():
             "run_type": "iteration",
             "real_time": ms,
             "time_unit": "ms",
+            "flop/s": FLOPS / (ms * 1e-3),
+            "bytes_per_second": BYTES / (ms * 1e-3),
         }],
     }
     json.dump(result, open(out, "w"), indent=1)

@@ -4,9 +4,9 @@
 // result is never written to memory on its own and read back.
 //
 // Paths: Eigen's GEMM kernel (its packing buffers kept per thread in a GemmWorkspace, so a
-// repeated call allocates nothing), a SIMD loop for products with a few rows (GEMV-like,
-// bound by reading B once), and Eigen's public product for operands with a non-unit column
-// stride (transposed views), which may allocate temporaries.
+// repeated call allocates nothing; operands row- or column-major, so transposed views are read
+// in place), a SIMD loop for products with a few rows (GEMV-like, bound by reading B once),
+// and Eigen's public product for operands with no unit stride, which may allocate.
 //
 // When the epilogue's output has another shape than the matmul (the result is broadcast), the
 // product goes to a scratch buffer first and the epilogue runs as a row kernel after it.
@@ -57,16 +57,33 @@ struct GemmArgs {
   GemmWorkspace<T>* workspace = nullptr;
 };
 
-// C[m x n] (row stride ldc) = A B for row-major A and B (unit column strides): Eigen's
-// column-major kernel computes C^T = B^T A^T, which is the same memory.
+// Whether Eigen's packed kernel reads a matrix view directly: one of its strides is 1
+// (row-major, or column-major as a transposed view of a row-major value is).
 template <class T>
-void gemm_packed(const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, index_t m, index_t n, index_t k,
-                 typename GemmWorkspace<T>::Blocking& blocking) {
+bool packable(const MatrixView<T>& v) {
+  return v.col == 1 || v.row == 1;
+}
+
+// C[m x n] (row stride ldc) = A B for A and B each row-major or column-major: Eigen's
+// column-major kernel computes C^T = B^T A^T, which is the same memory; a column-major operand
+// is a row-major one of its transpose, so a transposed view costs no copy.
+template <int LhsOrder, int RhsOrder, class T>
+void gemm_eigen(const T* a, index_t lda, const T* b, index_t ldb, T* c, index_t ldc, index_t m, index_t n, index_t k,
+                typename GemmWorkspace<T>::Blocking& blocking) {
+  Eigen::internal::general_matrix_matrix_product<index_t, T, LhsOrder, false, T, RhsOrder, false, Eigen::ColMajor, 1>::run(
+      n, m, k, b, ldb, a, lda, c, 1, ldc, T(1), blocking, nullptr);
+}
+template <class T>
+void gemm_packed(const T* a, index_t a_row, index_t a_col, const T* b, index_t b_row, index_t b_col, T* c, index_t ldc,
+                 index_t m, index_t n, index_t k, typename GemmWorkspace<T>::Blocking& blocking) {
   for (index_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, T(0));  // the kernel accumulates
   if (k == 0) return;
-  Eigen::internal::general_matrix_matrix_product<index_t, T, Eigen::ColMajor, false, T, Eigen::ColMajor, false,
-                                                 Eigen::ColMajor, 1>::run(n, m, k, b, ldb, a, lda, c, 1, ldc, T(1),
-                                                                          blocking, nullptr);
+  // B^T is Eigen's left operand, A^T its right one.
+  constexpr int Col = Eigen::ColMajor, Row = Eigen::RowMajor;
+  if (b_col == 1 && a_col == 1) gemm_eigen<Col, Col>(a, a_row, b, b_row, c, ldc, m, n, k, blocking);
+  else if (b_col == 1) gemm_eigen<Col, Row>(a, a_col, b, b_row, c, ldc, m, n, k, blocking);
+  else if (a_col == 1) gemm_eigen<Row, Col>(a, a_row, b, b_col, c, ldc, m, n, k, blocking);
+  else gemm_eigen<Row, Row>(a, a_col, b, b_col, c, ldc, m, n, k, blocking);
 }
 
 // C[m x n] = A B for a few rows: C_i = sum_k A_ik B_k as SIMD axpys over B's rows, four rows
@@ -148,7 +165,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
 
   // Called once per plan: Eigen's packing buffers for the largest tile, per thread.
   static void prepare(const Args& g) {
-    if (g.workspace == nullptr || g.a.col != 1 || g.b.col != 1 || use_rows_loop(g)) return;
+    if (g.workspace == nullptr || !packable(g.a) || !packable(g.b) || use_rows_loop(g)) return;
     const Tiling t = tiling(g);
     g.workspace->reserve(t.rows_per_tile, t.cols_per_tile, g.k, max_threads());
   }
@@ -166,7 +183,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   static void run(const Args& g) {
     const Tiling t = tiling(g);
     const bool rows_loop = use_rows_loop(g);
-    const bool packed = !rows_loop && g.a.col == 1 && g.b.col == 1 && g.workspace &&
+    const bool packed = !rows_loop && packable(g.a) && packable(g.b) && g.workspace &&
                         static_cast<int>(g.workspace->per_thread.size()) >= t.threads && g.workspace->m >= t.rows_per_tile &&
                         g.workspace->n >= t.cols_per_tile && g.workspace->k >= g.k;
     const index_t panel_bytes = g.config.panel_bytes > 0 ? g.config.panel_bytes : kDefaultPanelBytes;
@@ -189,7 +206,9 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
         const T* bp = g.b.ptr + b * g.b.batch + p0 * g.b.col;
         T* c = g.acc + b * g.m * g.n + i0 * g.n + p0;
         if (rows_loop) gemm_rows(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k);
-        else if (packed) gemm_packed(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k, *g.workspace->per_thread[spawned ? thread_index() : 0]);
+        else if (packed)
+          gemm_packed(a, g.a.row, g.a.col, bp, g.b.row, g.b.col, c, g.n, rows, p1 - p0, g.k,
+                      *g.workspace->per_thread[spawned ? thread_index() : 0]);
         else gemm_strided(a, g.a.row, g.a.col, bp, g.b.row, g.b.col, c, g.n, rows, p1 - p0, g.k);
         if constexpr (Desc::has_epilogue) {
           if (g.in_place) Epilogue::run_tile(g.epilogue, b * g.m + i0, b * g.m + i1, p0, p1);
