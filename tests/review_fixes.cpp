@@ -79,3 +79,27 @@ TEST_CASE("max and min reductions propagate NaN") {
   CHECK(std::isnan(sm.at({1, 0})));
   CHECK_FALSE(std::isnan(sm.at({0, 0})));
 }
+
+TEST_CASE("row reductions give the same results on short rows (a plain loop) and long ones (SIMD)") {
+  constexpr auto x = kiln::input<"x", 2>();
+  auto f = kiln::compile(kiln::outputs(kiln::max<-1>(x), kiln::min<-1>(x), kiln::sum<-1>(x), kiln::log_softmax(x)));
+  for (std::size_t len : {std::size_t{1}, std::size_t{10}, std::size_t{31}, std::size_t{32}, std::size_t{70}}) {
+    INFO("row length " << len);
+    auto xt = kiln::randn<float>({3, len}, 7);
+    xt.at({1, len / 2}) = std::nanf("");
+    auto [mx, mn, sm, ls] = f(x = xt);
+    for (std::size_t r : {std::size_t{0}, std::size_t{2}}) {
+      double m = -1e30, n = 1e30, s = 0, lse = 0;
+      for (std::size_t j = 0; j < len; ++j) m = std::max(m, double(xt.at({r, j}))), n = std::min(n, double(xt.at({r, j}))), s += xt.at({r, j});
+      for (std::size_t j = 0; j < len; ++j) lse += std::exp(xt.at({r, j}) - m);
+      lse = m + std::log(lse);
+      CHECK(mx[r] == doctest::Approx(m));
+      CHECK(mn[r] == doctest::Approx(n));
+      CHECK(sm[r] == doctest::Approx(s).epsilon(1e-5));
+      CHECK(ls.at({r, 0}) == doctest::Approx(xt.at({r, 0}) - lse).epsilon(1e-5));
+    }
+    CHECK(std::isnan(mx[1]));
+    CHECK(std::isnan(mn[1]));
+    CHECK(std::isnan(sm[1]));
+  }
+}

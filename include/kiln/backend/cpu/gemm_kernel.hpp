@@ -146,7 +146,9 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   // Tiles: whole matrices when there are enough batches, else row panels, else column panels
   // (a product with few rows splits the columns of B across threads).
   static Tiling tiling(const Args& g) {
-    Tiling t{g.m, g.n, 1, 1, threads_for(g.batch * g.m * g.n * std::max<index_t>(g.k, 1) / 16, g.config)};
+    // Threads from about 2M multiply-adds (a few tens of microseconds of work): below that, a
+    // parallel region costs more than it saves.
+    Tiling t{g.m, g.n, 1, 1, threads_for(g.batch * g.m * g.n * std::max<index_t>(g.k, 1) / 64, g.config)};
     int variant = g.config.variant;
     if (variant == 0 || variant == 3) {
       if (g.batch >= t.threads) variant = 0;

@@ -38,6 +38,7 @@ struct RowArgs {
 
 // Elements of a stage input a row cache holds (on the stack of the thread running the row).
 inline constexpr index_t kRowCache = 4096;
+inline constexpr index_t kShortRow = 32;  // rows shorter than this reduce in a plain loop
 
 // The evaluation context of one row. Unit: every inner stride is 1. Cached: cached stages keep
 // their input's values for the row (cache[S] points at a buffer of the row's length).
@@ -91,6 +92,20 @@ KILN_INLINE void eval_span(const Ctx& ctx, T* __restrict out, index_t j0, index_
 template <ReduceKind K, class T, class Value>
 KILN_INLINE T reduce_values(index_t n, Value&& value) {
   T acc = Reduce<K, 0, false, false>::template identity<T>();
+  if (n < kShortRow) {
+    // A short row: a plain loop. The SIMD loop below keeps one partial result per lane and
+    // combines them afterwards, which costs more than the row itself here.
+    bool nan = false;
+    for (index_t j = 0; j < n; ++j) {
+      const T v = value(j);
+      nan = nan || v != v;
+      if constexpr (K == ReduceKind::Max) acc = std::max(acc, v);
+      else if constexpr (K == ReduceKind::Min) acc = std::min(acc, v);
+      else acc += v;
+    }
+    if constexpr (K == ReduceKind::Max || K == ReduceKind::Min) return nan ? std::numeric_limits<T>::quiet_NaN() : acc;
+    else return acc;
+  }
   if constexpr (K == ReduceKind::Max || K == ReduceKind::Min) {
     int nan = 0;
     if constexpr (K == ReduceKind::Max) {
