@@ -150,3 +150,20 @@ TEST_CASE("explain reports traffic and operation counts after a call") {
   // 2 * 16 * 24 * 40 multiply-adds plus 2 epilogue ops (add, gelu) per element.
   CHECK(e.find("0.0315 Mop") != std::string::npos);
 }
+
+TEST_CASE("profile() times each kernel of every call and explain() shows it") {
+  constexpr auto a = kiln::input<"a", 2>();
+  auto f = kiln::compile<kiln::ReduceOverhead>(kiln::softmax(a * 2.0f) + kiln::sum<-1, true>(a));
+  const auto at = kiln::randn<float>({64, 300}, 3);
+  f(a = at);
+  CHECK(f.explain().find("ms per call") == std::string::npos);  // off by default
+  f.profile();
+  for (int i = 0; i < 3; ++i) f(a = at);
+  const std::string on = f.explain();
+  CHECK(on.find("kernel 0: reads") != std::string::npos);
+  CHECK(on.find("ms per call (") != std::string::npos);
+  CHECK(on.find("GB/s") != std::string::npos);
+  f.profile(false);
+  f(a = at);
+  CHECK(f.explain() == on);  // figures kept, no longer updated
+}

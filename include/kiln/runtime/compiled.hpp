@@ -7,6 +7,7 @@
 // Use one per thread.
 #pragma once
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -213,10 +214,19 @@ class Compiled {
         s += std::string(i ? ", " : " ") + graph().nodes[kSymbolNodes[i]].name + " " + st->key[i].str();
       s += ":\n";
       for (int g = 0; g < nkernels; ++g) {
-        char line[160];
-        std::snprintf(line, sizeof line, "  kernel %d: reads %.3g MB, writes %.3g MB, %.3g Mop\n", g, st->read_bytes[g] / 1e6,
+        char line[200];
+        std::snprintf(line, sizeof line, "  kernel %d: reads %.3g MB, writes %.3g MB, %.3g Mop", g, st->read_bytes[g] / 1e6,
                       st->write_bytes[g] / 1e6, st->ops[g] / 1e6);
         s += line;
+        if (st->profiled_calls > 0) {
+          const double ms = st->profile_ms[g] / static_cast<double>(st->profiled_calls);
+          double total = 0;
+          for (int k = 0; k < nkernels; ++k) total += st->profile_ms[k];
+          std::snprintf(line, sizeof line, "; %.3f ms per call (%.0f%%), %.1f GB/s", ms, 100 * st->profile_ms[g] / total,
+                        (st->read_bytes[g] + st->write_bytes[g]) / (ms * 1e6));
+          s += line;
+        }
+        s += "\n";
         if (!st->tune_notes[g].empty()) s += "    autotune: " + st->tune_notes[g] + "\n";
       }
       s += "  arena: " + std::to_string(st->arena_bytes) + " bytes\n";
@@ -239,6 +249,15 @@ class Compiled {
   }
 
   const AutotuneStats& autotune_stats() const { return stats_; }
+
+  // Profiling: while on, every call times each kernel (a clock read around it, no
+  // synchronisation added), and explain() shows each kernel's mean time per call, its share
+  // and its bandwidth, for the current input shapes. Turning it on clears earlier figures.
+  void profile(bool on = true) {
+    profiling_ = on;
+    if (on)
+      for (auto& p : plans_) p->profile_ms = {}, p->profiled_calls = 0;
+  }
 
   // Bytes of the intermediate values of one call for the last input shapes (the arena planned
   // by liveness; outputs and inputs not counted). 0 before the first call.
@@ -400,6 +419,8 @@ class Compiled {
     kernel_tuple kernels;
     bool tuned = false;
     std::array<double, (nkernels > 0 ? nkernels : 1)> read_bytes{}, write_bytes{}, ops{};
+    std::array<double, (nkernels > 0 ? nkernels : 1)> profile_ms{};  // summed over profiled calls
+    long profiled_calls = 0;
     std::array<std::string, (nkernels > 0 ? nkernels : 1)> tune_notes;
     std::array<int, NOut> output_source{};  // the buffer each output's value is written to
   };
@@ -527,8 +548,15 @@ class Compiled {
       if constexpr (Policy::autotune) {
         if (!st.tuned && !pr.writes_input) tune<G>(st, pr);
       }
-      Kernel::run(pr.args);
+      if (profiling_) {
+        const auto t0 = std::chrono::steady_clock::now();
+        Kernel::run(pr.args);
+        st.profile_ms[G] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      } else {
+        Kernel::run(pr.args);
+      }
     });
+    st.profiled_calls += profiling_;
     st.tuned = true;
     finish_outputs(st, in, ptr);  // while a per-call arena is still alive
   }
@@ -923,6 +951,7 @@ class Compiled {
 
   std::vector<NodeParams> params_;
   std::vector<std::unique_ptr<State>> plans_;  // most recent first
+  bool profiling_ = false;
   AutotuneStats stats_;
 };
 
