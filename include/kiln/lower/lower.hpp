@@ -75,6 +75,7 @@ constexpr LowerCase lower_case(const graph::GraphInfo<N, NOut>& g, const schedul
   for (int s = 0; s < G.nstages; ++s)
     if (G.stages[s] == n) return LowerCase::Stage;
   if (p.group_of[n] == grp && g.nodes[n].kind == NodeKind::Pointwise) return LowerCase::Op;
+  if (p.recompute[n] && p.recomputed_in(n, grp)) return LowerCase::Op;  // evaluated here again
   return LowerCase::Load;
 }
 

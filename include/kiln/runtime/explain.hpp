@@ -49,6 +49,10 @@ std::string explain_kernel() {
     ops += (ops.empty() ? "" : ", ") + std::string(g.nodes[i].name);
   }
   if (grp.copy) ops = "copy";
+  std::string recomputed;  // values this kernel evaluates again instead of reading them
+  for (int i = 0; i < Program::size; ++i)
+    if (Program::plan.recompute[i] && Program::plan.recomputed_in(i, G))
+      recomputed += (recomputed.empty() ? "" : ", ") + ("%" + std::to_string(i) + " " + g.nodes[i].name);
   std::vector<std::string> reads;
   auto read = [&](const std::string& l) {
     if (std::find(reads.begin(), reads.end(), l) == reads.end()) reads.push_back(l);
@@ -67,7 +71,7 @@ std::string explain_kernel() {
   for (int k = 0; k < Program::graph_type::noutputs; ++k)
     if (g.outputs[k] == grp.root) out += " (output " + std::to_string(k) + ")";
   return "  kernel " + std::to_string(G) + ": " + kind + " -> " + out + " = [" + ops + "]; reads " +
-         (read_list.empty() ? "nothing" : read_list) + "\n";
+         (read_list.empty() ? "nothing" : read_list) + (recomputed.empty() ? "" : "; recomputes " + recomputed) + "\n";
 }
 
 template <class Program>

@@ -6,6 +6,11 @@
 //   row are the same kernel.
 // - GEMM + epilogue: a matmul whose consumers all sit in one pointwise kernel becomes that
 //   kernel's GEMM; the pointwise ops run as its epilogue.
+// - Recomputation (the rematerialisation of AOTAutograd's partitioner): a pointwise value read
+//   by several kernels (at most kMaxRecompute), none of which needs it in memory, whose operands
+//   are stored anyway (leaves, or values that other kernels read from memory), is not stored:
+//   each of those kernels evaluates it from its operands. A training step then keeps z for the
+//   backward kernels, not both z and sigmoid(z).
 // - Everything else is materialised: outputs, matmul operands, sources of views, values used
 //   by several kernels. Views (transpose, reshape) never run a kernel.
 // Nodes are visited from the last to the first, so every consumer is placed before its
@@ -18,6 +23,7 @@ namespace kiln::schedule {
 enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo };
 
 inline constexpr int kMaxStages = 8;
+inline constexpr int kMaxRecompute = 4;  // kernels that may each recompute one value
 
 struct Group {
   KernelKind kind{};
@@ -34,6 +40,15 @@ struct Plan {
   bool materialized[N > 0 ? N : 1] = {};  // has a buffer of its own
   int ngroups = 0;
   Group groups[N > 0 ? N : 1] = {};       // in execution order
+  // Recomputed values: never stored; each kernel in recompute_in evaluates them.
+  bool recompute[N > 0 ? N : 1] = {};
+  int nrecompute_in[N > 0 ? N : 1] = {};
+  int recompute_in[N > 0 ? N : 1][kMaxRecompute] = {};
+  constexpr bool recomputed_in(int node, int group) const {
+    for (int k = 0; k < nrecompute_in[node]; ++k)
+      if (recompute_in[node][k] == group) return true;
+    return false;
+  }
 };
 
 constexpr bool is_view(NodeKind k) {
@@ -66,6 +81,41 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     for (int u = i + 1; u < N && !live[i]; ++u) live[i] = live[u] && g.reads_value(u, i);
   }
 
+  // The kernels that evaluate the live readers of node c other than `except` (kMaxRecompute + 1
+  // at most: more means "too many"), whether any reads it from memory (a matmul or a view).
+  // Every reader must have been placed (readers come after c; the walk goes backwards).
+  bool must_store[N > 0 ? N : 1] = {};  // a recomputed value relies on it being stored
+  auto users_of = [&](int c, int except, int* in, int& nin, bool& any, bool& memory) {
+    for (int u = c + 1; u < N; ++u) {
+      if (u == except || !live[u] || !g.reads_value(u, c)) continue;  // shape-only uses bind nothing
+      any = true;
+      const NodeKind uk = g.nodes[u].kind;
+      if (uk == NodeKind::Matmul || is_view(uk)) memory = true;
+      const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
+      for (int k = 0; k < n_in; ++k) {
+        const int grp = p.recompute[u] ? p.recompute_in[u][k] : p.group_of[u];
+        bool seen = false;
+        for (int e = 0; e < nin; ++e) seen = seen || in[e] == grp;
+        if (!seen && nin <= kMaxRecompute) in[nin++] = grp;
+      }
+    }
+  };
+  // Whether operand c of node i will be stored whatever i does: a symbol, or a value that is
+  // an output, is read from memory, or is read by two kernels besides i. All its other readers
+  // must already be placed (they come after i).
+  auto stored_anyway = [&](int c, int i) {
+    const NodeKind k = g.nodes[c].kind;
+    if (k == NodeKind::Symbol) return true;
+    if (k == NodeKind::Constant || is_view(k) || g.nodes[c].column_index) return false;
+    for (int u = c + 1; u < i; ++u)
+      if (live[u] && g.reads_value(u, c)) return false;  // a reader not placed yet
+    int in[kMaxRecompute + 1] = {};
+    int nin = 0;
+    bool any = false, memory = false;
+    users_of(c, i, in, nin, any, memory);
+    return g.is_output[c] || memory || nin >= 2;
+  };
+
   for (int i = N - 1; i >= 0; --i) {
     const graph::NodeInfo& n = g.nodes[i];
     if (!live[i]) continue;
@@ -81,19 +131,14 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       continue;
     }
 
-    // Can node i join the one kernel all its consumers sit in?
-    int target = -1;
-    bool joinable = fuse && !g.is_output[i];
-    bool any_user = false;
-    for (int u = i + 1; u < N && joinable; ++u) {
-      if (!live[u] || !g.reads_value(u, i)) continue;  // shape-only uses do not bind a node to a kernel
-      any_user = true;
-      const NodeKind uk = g.nodes[u].kind;
-      if (uk == NodeKind::Matmul || is_view(uk)) joinable = false;  // read from memory
-      else if (target == -1) target = p.group_of[u];
-      else if (target != p.group_of[u]) joinable = false;
-    }
-    joinable = joinable && any_user && target >= 0;
+    // Can node i join the one kernel all its consumers sit in? The kernels evaluating its
+    // consumers: their own, or, for a recomputed consumer, each kernel that recomputes it.
+    int users_in[kMaxRecompute + 1] = {};
+    int nusers_in = 0;
+    bool any_user = false, in_memory = false;
+    users_of(i, -1, users_in, nusers_in, any_user, in_memory);
+    const int target = nusers_in == 1 ? users_in[0] : -1;
+    bool joinable = fuse && !g.is_output[i] && any_user && !in_memory && target >= 0;
     // A scalar computed from scalars by several ops (AdamW's bias correction lr / (1 - beta^t),
     // say) is computed once by a kernel of its own, not once per element of a larger kernel.
     // A single scalar op (b * 0.5) stays inline: a kernel costs more than it saves.
@@ -110,6 +155,24 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       if (ops >= 3) joinable = false;
     }
     if (n.column_index) joinable = false;  // j must be its own last-axis index: a kernel of its own
+
+    // Recompute rather than store: a pointwise value read by a few kernels, none from memory,
+    // whose operands are stored anyway (so recomputing it adds no stored value).
+    if (!joinable && fuse && !g.is_output[i] && !in_memory && !must_store[i] && n.kind == NodeKind::Pointwise &&
+        n.rank > 0 && !n.column_index && nusers_in >= 2 && nusers_in <= kMaxRecompute) {
+      bool ok = true;
+      for (int e = 0; e < nusers_in; ++e) ok = ok && !tmp[users_in[e]].copy;
+      for (int k = 0; k < n.nchildren && ok; ++k)
+        if (n.reads_value_of(k)) ok = stored_anyway(n.children[k], i);
+      if (ok) {
+        p.recompute[i] = true;
+        p.nrecompute_in[i] = nusers_in;
+        for (int e = 0; e < nusers_in; ++e) p.recompute_in[i][e] = users_in[e];
+        for (int k = 0; k < n.nchildren; ++k)
+          if (n.reads_value_of(k)) must_store[n.children[k]] = true;
+        continue;
+      }
+    }
 
     if (joinable) {
       Group& t = tmp[target];
@@ -168,8 +231,10 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     remap[k] = pos;
   }
   p.ngroups = ntmp;
-  for (int i = 0; i < N; ++i)
+  for (int i = 0; i < N; ++i) {
     if (p.group_of[i] >= 0) p.group_of[i] = remap[p.group_of[i]];
+    for (int k = 0; k < p.nrecompute_in[i]; ++k) p.recompute_in[i][k] = remap[p.recompute_in[i][k]];
+  }
   return p;
 }
 
