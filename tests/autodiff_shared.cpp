@@ -45,6 +45,11 @@ TEST_CASE("two kiln::grad calls of equal structure: a collision is reported, a s
   const auto [g1] = kiln::grad(kiln::sum(kiln::square(w * 2.0f)), w);
   const auto [g2] = kiln::grad(kiln::sum(kiln::square(w * 3.0f)), w);
   CHECK_THROWS_AS(kiln::compile(kiln::outputs(g1, g2)), kiln::BindingError);
+  // The differing constant one Shared value deeper (the cotangent of exp(w) * c is c times the
+  // upstream cotangent, itself a Shared value): still reported.
+  const auto [h1] = kiln::grad(kiln::sum(kiln::exp(w) * 2.0f), w);
+  const auto [h2] = kiln::grad(kiln::sum(kiln::exp(w) * 3.0f), w);
+  CHECK_THROWS_AS(kiln::compile(kiln::outputs(h1, h2)), kiln::BindingError);
   const auto [g3] = kiln::grad<1>(kiln::sum(kiln::square(w * 3.0f)), w);
   const auto wt = kiln::randn<float>({4}, 3);
   auto [d1, d3] = kiln::compile(kiln::outputs(g1, g3))(w = wt);

@@ -21,15 +21,16 @@ struct is_reshape : std::false_type {};
 template <int R>
 struct is_reshape<Reshape<R>> : std::true_type {};
 
-// The walk's output, and the Shared values met so far with their own parameters (those
-// outside any Shared value nested in them).
+// The walk's output, and the Shared values met so far with all the parameters of their first
+// occurrence (nested Shared values included). A full walk (`full`) visits every occurrence.
 struct ParamsWalk {
   std::vector<NodeParams> out;
   struct Seen {
     const void* key;
-    std::vector<NodeParams> own;
+    std::vector<NodeParams> all;
   };
   std::vector<Seen> shared;
+  bool full = false;
 };
 template <class K>
 inline constexpr char type_key = 0;  // &type_key<K> identifies the type K
@@ -45,35 +46,30 @@ inline bool same_params(const NodeParams& a, const NodeParams& b) {
 template <class E>
 void collect_params(const E& e, ParamsWalk& w);
 
-// The parameters of e outside nested Shared values (which are checked where they are met).
-template <class E>
-void own_params(const E& e, std::vector<NodeParams>& out) {
-  ParamsWalk walk;
-  walk.shared.push_back({nullptr, {}});
-  collect_params<E>(e, walk);  // a Shared inside stops the walk (see collect_shared)
-  out = std::move(walk.out);
-}
-
 // A Shared value is flattened once: its first occurrence gives the parameters. A later
-// occurrence must hold the same values (one Shared type, one value): its own parameters are
-// compared, else the program would silently use the first.
+// occurrence must hold the same values (one Shared type, one value), nested Shared values
+// included: every parameter is compared, else the program would silently use the first.
 template <std::uint64_t Tag, class E>
 void collect_shared(const Shared<Tag, E>& s, ParamsWalk& w) {
-  if (!w.shared.empty() && w.shared.front().key == nullptr) return;  // inside own_params
+  if (w.full) {  // inside a full walk: every occurrence counts
+    collect_params(s.value, w);
+    return;
+  }
   const void* key = &type_key<Shared<Tag, E>>;
-  std::vector<NodeParams> own;
-  own_params(s.value, own);
+  ParamsWalk all;
+  all.full = true;
+  collect_params(s.value, all);
   for (const auto& seen : w.shared) {
     if (seen.key != key) continue;
-    bool same = own.size() == seen.own.size();
-    for (std::size_t i = 0; same && i < own.size(); ++i) same = same_params(own[i], seen.own[i]);
+    bool same = all.out.size() == seen.all.size();
+    for (std::size_t i = 0; same && i < all.out.size(); ++i) same = same_params(all.out[i], seen.all[i]);
     if (!same)
       throw BindingError(
           "kiln::shared: two different values share one name in this program (or two kiln::grad calls of "
           "equal structure collide: give one kiln::grad<1>(...)); name each shared value once");
     return;
   }
-  w.shared.push_back({key, std::move(own)});
+  w.shared.push_back({key, std::move(all.out)});
   collect_params(s.value, w);
 }
 
