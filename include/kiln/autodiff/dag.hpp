@@ -16,6 +16,7 @@
 
 #include "kiln/autodiff/zero.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/graph/graph.hpp"
 
 namespace kiln::autodiff {
 
@@ -57,12 +58,7 @@ template <class E, class D>
 struct dag_find;
 template <class E, class... Es>
 struct dag_find<E, Dag<Es...>> {
-  static constexpr int value = [] {
-    constexpr bool match[] = {false, std::is_same_v<E, typename Es::type>...};
-    for (int i = 0; i < static_cast<int>(sizeof...(Es)); ++i)
-      if (match[i + 1]) return i;
-    return -1;
-  }();
+  static constexpr int value = graph::entry_index<E, Es...>;
 };
 
 template <class D, class X>

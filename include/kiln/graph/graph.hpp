@@ -65,17 +65,21 @@ struct find_alias<Key, List<Aliases<As...>, Es...>> {
   }();
 };
 
+// Index of the first of Entries whose ::type is E, or -1 (also the autodiff DAG's lookup).
+template <class E, class... Entries>
+inline constexpr int entry_index = [] {
+  constexpr bool match[] = {false, std::is_same_v<E, typename Entries::type>...};
+  for (int i = 0; i < static_cast<int>(sizeof...(Entries)); ++i)
+    if (match[i + 1]) return i;
+  return -1;
+}();
+
 // Index of the entry whose type is E, or -1.
 template <class E, class L>
 struct find;
 template <class E, class As, class... Es>
 struct find<E, List<As, Es...>> {
-  static constexpr int value = [] {
-    constexpr bool match[] = {false, std::is_same_v<E, typename Es::type>...};
-    for (int i = 0; i < static_cast<int>(sizeof...(Es)); ++i)
-      if (match[i + 1]) return i;
-    return -1;
-  }();
+  static constexpr int value = entry_index<E, Es...>;
 };
 
 template <int I, class Seq>
