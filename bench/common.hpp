@@ -25,16 +25,20 @@ inline const char* name(Mode m) {
   return "";
 }
 
+// `expr` compiled in mode M.
+template <Mode M, class Expr>
+auto compiled(const Expr& expr) {
+  if constexpr (M == Mode::Eager) return kiln::eager(expr);
+  else if constexpr (M == Mode::Default) return kiln::compile(expr);
+  else if constexpr (M == Mode::ReduceOverhead) return kiln::compile<kiln::ReduceOverhead>(expr);
+  else return kiln::compile<kiln::MaxAutotune>(expr);
+}
+
 // Runs `expr` compiled in mode M with the given bindings; `out` receives the result for the
 // into() modes.
 template <Mode M, class Expr, class Out, class... Bs>
 void run_kiln(benchmark::State& state, const Expr& expr, Out& out, const Bs&... bs) {
-  auto f = [&] {
-    if constexpr (M == Mode::Eager) return kiln::eager(expr);
-    else if constexpr (M == Mode::Default) return kiln::compile(expr);
-    else if constexpr (M == Mode::ReduceOverhead) return kiln::compile<kiln::ReduceOverhead>(expr);
-    else return kiln::compile<kiln::MaxAutotune>(expr);
-  }();
+  auto f = compiled<M>(expr);
   if constexpr (M == Mode::Eager || M == Mode::Default) {
     benchmark::DoNotOptimize(f(bs...));  // first call plans
     for (auto _ : state) benchmark::DoNotOptimize(f(bs...));

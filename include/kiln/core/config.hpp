@@ -9,6 +9,19 @@
 #define KILN_HOST_DEVICE
 #endif
 
+// The compiled-program types live in an inline namespace named by the backends the translation
+// unit has: CPU only, or CPU and CUDA. The two then never share a symbol, so translation units
+// of both kinds can be linked into one program.
+// A host-compiled translation unit gets the CUDA backend too when the build defines
+// KILN_CUDA_KERNELS and supplies its kernels (kiln_cuda_executable in CMake; docs/cuda.md).
+#if defined(__CUDACC__) || defined(KILN_CUDA_KERNELS)
+#define KILN_WITH_CUDA 1
+#define KILN_BACKEND_NS cpu_and_cuda
+#else
+#define KILN_WITH_CUDA 0
+#define KILN_BACKEND_NS cpu_only
+#endif
+
 #if defined(__GNUC__)
 #define KILN_INLINE inline __attribute__((always_inline))
 #define KILN_NOINLINE __attribute__((noinline))

@@ -1,6 +1,9 @@
 // kiln: scalar maths that vectorises. The float versions are branch-free polynomial forms
 // (Cephes' constants) so that a `#pragma omp simd` loop over them becomes SIMD code; the
-// double versions call the C library, which is exact to an ulp and is the reference.
+// double versions call the C library, which is exact to an ulp and is the reference. In CUDA
+// device code the float versions call CUDA's maths library instead (expf, logf, tanhf, erff,
+// erfcf: a few ulp, and built on the special-function units, so cheaper than the polynomials
+// and their divisions there).
 #pragma once
 #include <bit>
 #include <cmath>
@@ -24,6 +27,9 @@ KILN_HOST_DEVICE KILN_INLINE float round_nearest(float t) {
 // exponent field, exact while the result is a normal float: above 88.72 the result is +inf,
 // below -87 it is flushed to 0 (e^-87 = 1.6e-38 borders the subnormals). NaN stays NaN.
 KILN_HOST_DEVICE KILN_INLINE float exp_sum(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return ::expf(a + b);
+#endif
   const float x = a + b;
   const float n = round_nearest((x > 88.7228f ? 88.7228f : (x < -87.0f ? -87.0f : x)) * 1.44269504088896341f);
   float r = a - n * 0.693359375f;
@@ -46,6 +52,9 @@ KILN_HOST_DEVICE KILN_INLINE float exp(float x) { return exp_sum(x, -0.0f); }
 // log x = log m + e log 2 with x = m 2^e, m in [sqrt(1/2), sqrt(2)); log(1 + f) by Cephes'
 // degree-9 polynomial. log 0 = -inf, log of a negative number or NaN = NaN, log inf = inf.
 KILN_HOST_DEVICE KILN_INLINE float log(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::logf(x);
+#endif
   const bool subnormal = x < 1.17549435e-38f;
   const float xs = subnormal ? x * 8388608.0f : x;  // scale subnormals by 2^23
   const std::int32_t bits = std::bit_cast<std::int32_t>(xs);
@@ -77,6 +86,9 @@ KILN_HOST_DEVICE KILN_INLINE float log(float x) {
 // (relative error 2e-8 in exact arithmetic, 3.5e-7 evaluated in float), one division and no
 // exponential.
 KILN_HOST_DEVICE KILN_INLINE float tanh(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::tanhf(x);
+#endif
   const float c = x > 9.0f ? 9.0f : (x < -9.0f ? -9.0f : x);
   const float t = c * c;
   float p = 1.3357394857e-08f;
@@ -96,6 +108,9 @@ KILN_HOST_DEVICE KILN_INLINE float tanh(float x) {
 // erf x = x P(x^2) / Q(x^2) on |x| <= 4 (beyond, erf is +-1 in float): a rational fit
 // (relative error 7e-8 in exact arithmetic, 4.2e-7 evaluated in float), one division.
 KILN_HOST_DEVICE KILN_INLINE float erf(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::erff(x);
+#endif
   const float c = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x);
   const float t = c * c;
   float p = 1.9112634503e-08f;
@@ -116,6 +131,9 @@ KILN_HOST_DEVICE KILN_INLINE float erf(float x) {
 // erfc x = t exp(-x^2 + P(t)), t = 1 / (1 + |x|/2), for x >= 0 (Numerical Recipes'
 // Chebyshev fit, relative error below 1.2e-7 everywhere); erfc(-x) = 2 - erfc(x).
 KILN_HOST_DEVICE KILN_INLINE float erfc(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::erfcf(x);
+#endif
   const float z = x < 0.0f ? -x : x;
   const float t = 1.0f / (1.0f + 0.5f * z);
   float p = 0.17087277f;
@@ -138,18 +156,18 @@ KILN_HOST_DEVICE KILN_INLINE float erfc(float x) {
 
 KILN_HOST_DEVICE KILN_INLINE float sqrt(float x) { return std::sqrt(x); }
 
-inline double exp(double x) { return std::exp(x); }
-inline double log(double x) { return std::log(x); }
-inline double tanh(double x) { return std::tanh(x); }
-inline double erf(double x) { return std::erf(x); }
-inline double erfc(double x) { return std::erfc(x); }
-inline double sqrt(double x) { return std::sqrt(x); }
+KILN_HOST_DEVICE inline double exp(double x) { return std::exp(x); }
+KILN_HOST_DEVICE inline double log(double x) { return std::log(x); }
+KILN_HOST_DEVICE inline double tanh(double x) { return std::tanh(x); }
+KILN_HOST_DEVICE inline double erf(double x) { return std::erf(x); }
+KILN_HOST_DEVICE inline double erfc(double x) { return std::erfc(x); }
+KILN_HOST_DEVICE inline double sqrt(double x) { return std::sqrt(x); }
 
 // Phi(x), the standard normal CDF. Float: (1 + erf(x / sqrt 2)) / 2, one rational function;
 // its absolute error is below 3e-7 (relative accuracy fades where Phi is tiny, x < -3).
 // Double: erfc(-x / sqrt 2) / 2, accurate to an ulp everywhere.
 KILN_HOST_DEVICE KILN_INLINE float normal_cdf(float x) { return 0.5f + 0.5f * erf(x * 0.70710678118654752440f); }
-inline double normal_cdf(double x) { return 0.5 * std::erfc(x * -0.70710678118654752440); }
+KILN_HOST_DEVICE inline double normal_cdf(double x) { return 0.5 * std::erfc(x * -0.70710678118654752440); }
 
 // x^y = e^{y log|x|}, with the sign of (-1)^y for an integer y and NaN for x < 0 otherwise.
 KILN_HOST_DEVICE KILN_INLINE float pow(float x, float y) {
@@ -162,6 +180,6 @@ KILN_HOST_DEVICE KILN_INLINE float pow(float x, float y) {
   r = (x < 0.0f && !integral) ? std::numeric_limits<float>::quiet_NaN() : r;
   return y == 0.0f ? 1.0f : r;
 }
-inline double pow(double x, double y) { return std::pow(x, y); }
+KILN_HOST_DEVICE inline double pow(double x, double y) { return std::pow(x, y); }
 
 }  // namespace kiln::math

@@ -1,5 +1,7 @@
 // kiln: Tensor<T>, an owning, contiguous, row-major array with value semantics
-// (a copy is a deep copy, a move is cheap), like Eigen's dense matrices.
+// (a copy is a deep copy, on the same device; a move is cheap), like Eigen's dense matrices.
+// It lives on the CPU or on a CUDA device (t.to(kiln::Device::cuda()), t.device()); CUDA
+// memory comes from kiln's caching allocator (backend/cuda/runtime.hpp).
 #pragma once
 #include <algorithm>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/core/device.hpp"
 #include "kiln/core/shape.hpp"
 
 namespace kiln {
@@ -78,8 +81,10 @@ inline void* aligned_alloc_bytes(std::size_t bytes) {
 }
 struct AlignedDelete {
   std::size_t bytes = 0;
+  Device device = Device::cpu();
   void operator()(void* p) const noexcept {
-    if (bytes >= kCachedFrom) HostCache::instance().release(p, bytes);
+    if (device.is_cuda()) device_hooks().release(p, bytes, device.index);
+    else if (bytes >= kCachedFrom) HostCache::instance().release(p, bytes);
     else ::operator delete(p, std::align_val_t(kAlignment));
   }
 };
@@ -98,12 +103,15 @@ class Tensor {
   using value_type = T;
 
   Tensor() = default;
-  explicit Tensor(const Shape& shape)
-      : shape_(shape), data_(detail::aligned_new<T>(shape.numel()), detail::AlignedDelete{shape.numel() * sizeof(T)}) {}
+  explicit Tensor(const Shape& shape, Device device = Device::cpu())
+      : shape_(shape), data_(allocate(shape.numel(), device), detail::AlignedDelete{shape.numel() * sizeof(T), device}) {}
   Tensor(std::initializer_list<std::size_t> dims) : Tensor(Shape(dims)) {}
   explicit Tensor(const std::vector<std::size_t>& dims) : Tensor(Shape(dims)) {}
 
-  Tensor(const Tensor& o) : Tensor(o.shape_) { std::copy_n(o.data(), numel(), data()); }
+  Tensor(const Tensor& o) : Tensor(o.shape_, o.device()) {
+    if (device().is_cuda()) copy_bytes(data(), o.data(), numel() * sizeof(T), 2);
+    else std::copy_n(o.data(), numel(), data());
+  }
   Tensor& operator=(const Tensor& o) {
     if (this != &o) *this = Tensor(o);
     return *this;
@@ -112,6 +120,19 @@ class Tensor {
   Tensor& operator=(Tensor&&) noexcept = default;
 
   const Shape& shape() const { return shape_; }
+  Device device() const { return data_.get_deleter().device; }
+  bool is_cuda() const { return device().is_cuda(); }
+
+  // A copy on `to` (the tensor itself, copied, when it is there already).
+  Tensor to(Device to) const {
+    if (to == device()) return *this;
+    Tensor t(shape_, to);
+    const int kind = device().is_cpu() ? 0 : to.is_cpu() ? 1 : 2;
+    copy_bytes(t.data(), data(), numel() * sizeof(T), kind);
+    return t;
+  }
+  Tensor cpu() const { return to(Device::cpu()); }
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   int rank() const { return shape_.rank(); }
   std::size_t numel() const { return data_ ? shape_.numel() : 0; }
   T* data() { return data_.get(); }
@@ -120,14 +141,31 @@ class Tensor {
   T& operator[](std::size_t i) { return data_[i]; }
   const T& operator[](std::size_t i) const { return data_[i]; }
 
-  // Element at a multi-index, e.g. t.at({i, j}); bounds are checked.
+  // Element at a multi-index, e.g. t.at({i, j}); bounds are checked (CPU tensors only: the
+  // element operator[] of a CUDA tensor is a device address).
   T& at(std::initializer_list<std::size_t> idx) { return data_[offset(idx)]; }
   const T& at(std::initializer_list<std::size_t> idx) const { return data_[offset(idx)]; }
 
-  void fill(T v) { std::fill_n(data(), numel(), v); }
+  void fill(T v) {
+    if (!device().is_cuda()) {
+      std::fill_n(data(), numel(), v);
+      return;
+    }
+    Tensor host(shape_);
+    host.fill(v);
+    copy_bytes(data(), host.data(), numel() * sizeof(T), 0);
+  }
 
  private:
+  static T* allocate(std::size_t n, Device device) {
+    if (!device.is_cuda()) return detail::aligned_new<T>(n);
+    return static_cast<T*>(detail::cuda_hooks_or_throw("kiln::Tensor on cuda").allocate(n * sizeof(T), device.index));
+  }
+  static void copy_bytes(void* dst, const void* src, std::size_t bytes, int kind) {
+    if (bytes > 0) detail::cuda_hooks_or_throw("kiln::Tensor copy to or from cuda").copy(dst, src, bytes, kind);
+  }
   std::size_t offset(std::initializer_list<std::size_t> idx) const {
+    if (device().is_cuda()) throw DeviceError("kiln::Tensor::at: the tensor is on " + device().str() + "; copy it with .cpu() first");
     if (idx.size() != shape_.size()) throw std::out_of_range("kiln::Tensor::at: wrong number of indices");
     std::size_t off = 0, d = 0;
     for (std::size_t i : idx) {

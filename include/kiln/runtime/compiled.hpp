@@ -27,8 +27,17 @@
 #include "kiln/runtime/params.hpp"
 #include "kiln/runtime/policy.hpp"
 #include "kiln/runtime/shapes.hpp"
+#if KILN_WITH_CUDA
+#include "kiln/backend/cuda/gemm.hpp"
+#include "kiln/backend/cuda/graphs.hpp"
+#include "kiln/backend/cuda/launch.hpp"
+#if defined(__CUDACC__)
+#include "kiln/backend/cuda/kernels.cuh"
+#endif
+#endif
 
 namespace kiln::runtime {
+inline namespace KILN_BACKEND_NS {
 
 template <class Desc>
 struct cpu_kernel;
@@ -49,6 +58,7 @@ struct cpu_kernel<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {
   using type = cpu::ReduceKernelCpu<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>>;
 };
 
+
 // One kernel's backend arguments, with the buffer each pointer is taken from at call time.
 template <class Desc>
 struct Prepared {
@@ -58,6 +68,11 @@ struct Prepared {
   int out_buffer = -1, a_buffer = -1, b_buffer = -1, acc_buffer = -1;
   std::unique_ptr<cpu::GemmWorkspace<typename Desc::value_type>> workspace;  // GEMM kernels only
   bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
+#if KILN_WITH_CUDA
+  std::unique_ptr<cuda::GemmPlan> gemm_plan;  // GEMM kernels on a CUDA device
+  cuda::Buffer scratch;                        // a total reduction's partials
+  cpu::LaunchConfig cuda_config;               // block size, variant (MaxAutotune's choice)
+#endif
   cpu::LaunchConfig& config() { return args.config; }
 
   auto& row_args() {
@@ -142,7 +157,7 @@ class Compiled {
   auto run_bound(const In& in) {
     State& st = state_for(in);
     check_assigns(st, in);
-    auto outs = make_outputs(st, std::make_index_sequence<kReturned>{});
+    auto outs = make_outputs(st, in.device, std::make_index_sequence<kReturned>{});
     std::array<void*, kMaxBuffers> ptr{};
     std::apply([&](auto&... t) {
       int r = 0;
@@ -183,6 +198,9 @@ class Compiled {
              if (t.data() == nullptr && t.shape().numel() > 0)
                throw BindingError("into: output " + std::to_string(r) +
                                   " has no storage (moved from, or default-constructed)");
+             if (!(t.device() == in.device))
+               throw DeviceError("into: output " + std::to_string(r) + " is on " + t.device().str() +
+                                 ", the bound inputs on " + in.device.str());
              for (int j = 0; j < r; ++j)
                if (ptr[kSymbols + kReturnedOutput[j]] == t.data() && t.numel() > 0)
                  throw BindingError("into: outputs " + std::to_string(j) + " and " + std::to_string(r) +
@@ -249,6 +267,22 @@ class Compiled {
   }
 
   const AutotuneStats& autotune_stats() const { return stats_; }
+
+#if KILN_WITH_CUDA
+  // CUDA graphs of persistent policies, over every shape signature kept: how many were
+  // captured (first captures and re-captures for new tensor addresses) and how many calls
+  // replayed one.
+  long graph_captures() const {
+    long n = 0;
+    for (const auto& p : plans_) n += p->graphs ? p->graphs->captures() : 0;
+    return n;
+  }
+  long graph_replays() const {
+    long n = 0;
+    for (const auto& p : plans_) n += p->graphs ? p->graphs->replays() : 0;
+    return n;
+  }
+#endif
 
   // Profiling: while on, every call times each kernel (a clock read around it, no
   // synchronisation added), and explain() shows each kernel's mean time per call, its share
@@ -403,6 +437,7 @@ class Compiled {
     std::array<const void*, kSymbols + 1> data{};
     std::array<void*, kSymbols + 1> mutable_data{};  // bound to a non-const tensor
     std::array<Shape, kSymbols + 1> shapes{};
+    Device device = Device::cpu();  // where every bound tensor lives, and so the call runs
   };
 
   using kernel_tuple = decltype([]<int... G>(std::integer_sequence<int, G...>) {
@@ -423,18 +458,39 @@ class Compiled {
     long profiled_calls = 0;
     std::array<std::string, (nkernels > 0 ? nkernels : 1)> tune_notes;
     std::array<int, NOut> output_source{};  // the buffer each output's value is written to
+    Device device = Device::cpu();
+#if KILN_WITH_CUDA
+    cuda::Buffer device_arena;  // persistent policies on a CUDA device
+    std::unique_ptr<cuda::GraphCache> graphs;
+    long device_calls = 0;
+#endif
   };
 
   template <class... Bs>
   static Inputs bind(const Bs&... bs) {
     Inputs in;
+    std::array<Device, kSymbols + 1> devices{};
     ([&] {
       if constexpr (symbol_index(Bs::id) >= 0) {
         in.data[symbol_index(Bs::id)] = bs.tensor->data();
         in.mutable_data[symbol_index(Bs::id)] = bs.mutable_tensor ? bs.mutable_tensor->data() : nullptr;
         in.shapes[symbol_index(Bs::id)] = bs.tensor->shape();
+        devices[symbol_index(Bs::id)] = bs.tensor->device();
       }
     }(), ...);
+    if (kSymbols > 0) in.device = devices[0];
+    for (int s = 1; s < kSymbols; ++s)
+      if (!(devices[s] == in.device))
+        throw DeviceError(std::string("kiln: '") + graph().nodes[kSymbolNodes[0]].name + "' is on " + in.device.str() +
+                          " and '" + graph().nodes[kSymbolNodes[s]].name + "' on " + devices[s].str() +
+                          "; bind tensors of one device (move them with .to())");
+#if !KILN_WITH_CUDA
+    if (in.device.is_cuda())
+      throw DeviceError(std::string("kiln: '") + graph().nodes[kSymbolNodes[0]].name + "' is on " + in.device.str() +
+                        ", and this translation unit has kiln's CPU backend only; build it with nvcc, or link it "
+                        "with its generated kernels (kiln_cuda_executable in CMake, docs/cuda.md), or move the "
+                        "tensors with .cpu()");
+#endif
     for (int s = 0; s < kSymbols; ++s) {
       const auto& n = graph().nodes[kSymbolNodes[s]];
       if (in.data[s] == nullptr && in.shapes[s].numel() > 0)
@@ -463,9 +519,9 @@ class Compiled {
   }
 
   template <std::size_t... R>
-  auto make_outputs(const State& st, std::index_sequence<R...>) const {
+  auto make_outputs(const State& st, Device device, std::index_sequence<R...>) const {
     return std::tuple<Tensor<dtype_of<graph().outputs[kReturnedOutput[R]]>>...>(
-        Tensor<dtype_of<graph().outputs[kReturnedOutput[R]]>>(st.shapes[graph().outputs[kReturnedOutput[R]]])...);
+        Tensor<dtype_of<graph().outputs[kReturnedOutput[R]]>>(st.shapes[graph().outputs[kReturnedOutput[R]]], device)...);
   }
 
   // Before any kernel: every assign target is bound to a writable tensor of the value's shape.
@@ -493,16 +549,21 @@ class Compiled {
       const std::size_t bytes = st.shapes[node].numel() * kElementSize[node];
       const void* src = ptr[st.output_source[k]];
       if (bytes == 0) continue;
-      if (root_outputs<Root>::assigns[k]) {
-        if (src != in.mutable_data[kAssignTarget[k]]) std::memcpy(in.mutable_data[kAssignTarget[k]], src, bytes);
+      void* dst = root_outputs<Root>::assigns[k] ? in.mutable_data[kAssignTarget[k]] : ptr[kSymbols + k];
+      if (src == dst) continue;
+#if KILN_WITH_CUDA
+      if (in.device.is_cuda()) {
+        KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+        continue;
       }
-      else if (src != ptr[kSymbols + k]) std::memcpy(ptr[kSymbols + k], src, bytes);
+#endif
+      std::memcpy(dst, src, bytes);
     }
   }
 
 
   bool matches(const State& st, const Inputs& in) const {
-    return std::equal(in.shapes.begin(), in.shapes.begin() + kSymbols, st.key.begin());
+    return st.device == in.device && std::equal(in.shapes.begin(), in.shapes.begin() + kSymbols, st.key.begin());
   }
 
   // The plan for these input shapes: found among the cached ones (most recent first) or made.
@@ -513,6 +574,7 @@ class Compiled {
         return *plans_.front();
       }
     auto st = std::make_unique<State>();
+    st->device = in.device;
     prepare(*st, in.shapes);
     if (plans_.size() == (Policy::persistent ? kMaxPlans : 1)) plans_.pop_back();
     plans_.insert(plans_.begin(), std::move(st));
@@ -523,6 +585,9 @@ class Compiled {
   // Runs every kernel; the inputs' and outputs' pointers are in ptr already.
   void execute(State& st, const Inputs& in, std::array<void*, kMaxBuffers>& ptr) {
     for (int s = 0; s < kSymbols; ++s) ptr[s] = const_cast<void*>(in.data[s]);
+#if KILN_WITH_CUDA
+    if (in.device.is_cuda()) return execute_cuda(st, in, ptr);
+#endif
     std::unique_ptr<std::byte[], detail::AlignedDelete> call_arena;  // Default: per call
     std::byte* arena = st.arena.get();
     if (!arena && st.arena_bytes > 0) {
@@ -535,16 +600,8 @@ class Compiled {
       constexpr int G = decltype(g)::value;
       using Desc = typename program::template kernel<G>;
       using Kernel = typename Prepared<Desc>::Kernel;
-      using T = typename Desc::value_type;
       auto& pr = std::get<G>(st.kernels);
-      auto& ra = pr.row_args();
-      for (int s = 0; s < Desc::nloads; ++s) ra.ptr[s] = static_cast<const T*>(ptr[pr.load_buffer[s]]);
-      ra.out = static_cast<T*>(ptr[pr.out_buffer]);
-      if constexpr (requires { pr.args.epilogue; }) {
-        pr.args.a.ptr = static_cast<const T*>(ptr[pr.a_buffer]);
-        pr.args.b.ptr = static_cast<const T*>(ptr[pr.b_buffer]);
-        pr.args.acc = static_cast<T*>(ptr[pr.acc_buffer]);
-      }
+      bind_pointers<Desc>(pr, ptr);
       if constexpr (Policy::autotune) {
         if (!st.tuned && !pr.writes_input) tune<G>(st, pr);
       }
@@ -560,6 +617,160 @@ class Compiled {
     st.tuned = true;
     finish_outputs(st, in, ptr);  // while a per-call arena is still alive
   }
+
+  // Points kernel pr's arguments at this call's buffers.
+  template <class Desc, class P>
+  static void bind_pointers(P& pr, const std::array<void*, kMaxBuffers>& ptr) {
+    using T = typename Desc::value_type;
+    auto& ra = pr.row_args();
+    for (int s = 0; s < Desc::nloads; ++s) ra.ptr[s] = static_cast<const T*>(ptr[pr.load_buffer[s]]);
+    ra.out = static_cast<T*>(ptr[pr.out_buffer]);
+    if constexpr (requires { pr.args.epilogue; }) {
+      pr.args.a.ptr = static_cast<const T*>(ptr[pr.a_buffer]);
+      pr.args.b.ptr = static_cast<const T*>(ptr[pr.b_buffer]);
+      pr.args.acc = static_cast<T*>(ptr[pr.acc_buffer]);
+    }
+  }
+
+#if KILN_WITH_CUDA
+  // The CUDA path: the same plan, kernels launched on kiln's stream (cuda::stream()). Under
+  // persistent policies (ReduceOverhead, MaxAutotune, CudaGraphs) the arena is kept, the first
+  // call for a shape runs the kernels directly (and tunes, under MaxAutotune), and later calls
+  // replay a CUDA graph of them (cuda::GraphCache: one per set of tensor addresses).
+  void execute_cuda(State& st, const Inputs& in, std::array<void*, kMaxBuffers>& ptr) {
+    const int dev = in.device.index;
+    if (cuda::current_device() != dev)
+      throw DeviceError("kiln: the bound tensors are on " + in.device.str() + ", the current device is cuda:" +
+                        std::to_string(cuda::current_device()) + "; call cudaSetDevice first");
+    cudaStream_t stream = cuda::stream();
+    cuda::Buffer call_arena;
+    std::byte* arena = nullptr;
+    if constexpr (Policy::persistent) {
+      if (!st.device_arena.get() && st.arena_bytes > 0) st.device_arena = cuda::Buffer(st.arena_bytes, dev);
+      arena = static_cast<std::byte*>(st.device_arena.get());
+    } else {
+      call_arena = cuda::Buffer(st.arena_bytes, dev);  // from the cache: no cudaMalloc in steady state
+      arena = static_cast<std::byte*>(call_arena.get());
+    }
+    for (std::size_t b = kSymbols + NOut; b < st.buffers.size(); ++b) ptr[b] = arena + st.buffers[b];
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      using Desc = typename program::template kernel<G>;
+      auto& pr = std::get<G>(st.kernels);
+      bind_pointers<Desc>(pr, ptr);
+      if constexpr (!requires { pr.args.epilogue; }) {
+        const std::size_t bytes = cuda::scratch_bytes<Desc>();
+        if (bytes > 0 && !pr.scratch.get()) pr.scratch = cuda::Buffer(bytes, dev);
+      }
+    });
+    auto launch_all = [&] {
+      lower::for_each_index<nkernels>([&](auto g) { launch_cuda<decltype(g)::value>(st, stream); });
+      finish_outputs(st, in, ptr);
+    };
+    if (Policy::autotune && !st.tuned) {
+      // The first call of MaxAutotune: each kernel tuned on the values the kernels before it
+      // just computed (an in-place update is never run twice), then run with its choice.
+      lower::for_each_index<nkernels>([&](auto g) {
+        constexpr int G = decltype(g)::value;
+        auto& pr = std::get<G>(st.kernels);
+        if (!pr.writes_input) tune_cuda<G>(st, pr, stream);
+        launch_cuda<G>(st, stream);
+      });
+      finish_outputs(st, in, ptr);
+    } else if (profiling_) {
+      profile_cuda(st, stream);
+      finish_outputs(st, in, ptr);
+    } else if (Policy::persistent && st.device_calls > 0) {
+      if (!st.graphs) st.graphs = std::make_unique<cuda::GraphCache>();
+      std::vector<const void*> key(in.data.begin(), in.data.begin() + kSymbols);
+      for (int k = 0; k < NOut; ++k) key.push_back(ptr[kSymbols + k]);
+      st.graphs->run(key, stream, launch_all);
+    } else {
+      launch_all();
+    }
+    ++st.device_calls;
+    st.profiled_calls += profiling_;
+    st.tuned = true;
+  }
+
+  template <int G>
+  void launch_cuda(State& st, cudaStream_t stream) {
+    using Desc = typename program::template kernel<G>;
+    auto& pr = std::get<G>(st.kernels);
+    if constexpr (requires { pr.args.epilogue; }) cuda::run_gemm<Desc>(pr.args, *pr.gemm_plan, pr.cuda_config, stream);
+    else cuda::launch<Desc>(pr.args, pr.cuda_config, stream, pr.scratch.get());
+  }
+
+  // Times each kernel with CUDA events (profile(true)); synchronises once per call.
+  void profile_cuda(State& st, cudaStream_t stream) {
+    std::array<cudaEvent_t, nkernels + 1> ev{};
+    for (auto& e : ev) KILN_CUDA_CHECK(cudaEventCreate(&e));
+    KILN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      launch_cuda<G>(st, stream);
+      KILN_CUDA_CHECK(cudaEventRecord(ev[G + 1], stream));
+    });
+    KILN_CUDA_CHECK(cudaEventSynchronize(ev[nkernels]));
+    for (int g = 0; g < nkernels; ++g) {
+      float ms = 0;
+      KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[g], ev[g + 1]));
+      st.profile_ms[g] += ms;
+    }
+    for (auto& e : ev) (void)cudaEventDestroy(e);
+  }
+
+  // MaxAutotune on CUDA: each candidate (block size and row layout; the heuristic's first
+  // cuBLASLt algorithms for a GEMM) timed with events on this call's data, the fastest kept
+  // and cached on disk under the device's name, compute capability and driver.
+  template <int G, class P>
+  void tune_cuda(State& st, P& pr, cudaStream_t stream) {
+    using Desc = typename program::template kernel<G>;
+    const std::string key = cuda::device_id() + " | " + std::string(type_name<Desc>()) + " | " + signature(pr);
+    AutotuneCache cache;
+    if (const auto hit = cache.load(key)) {
+      pr.cuda_config = hit->config;
+      ++stats_.from_cache;
+      st.tune_notes[G] = describe_cuda(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
+      return;
+    }
+    std::vector<cpu::LaunchConfig> cands;
+    if constexpr (requires { pr.args.epilogue; }) cands = cuda::gemm_candidates(*pr.gemm_plan);
+    else cands = cuda::candidates<Desc>();
+    TuneRecord best{{}, 1e300};
+    std::string notes;
+    cudaEvent_t e0, e1;
+    KILN_CUDA_CHECK(cudaEventCreate(&e0));
+    KILN_CUDA_CHECK(cudaEventCreate(&e1));
+    for (const cpu::LaunchConfig& c : cands) {
+      pr.cuda_config = c;
+      launch_cuda<G>(st, stream);  // warm-up
+      float best_ms = 1e30f;
+      for (int rep = 0; rep < 3; ++rep) {
+        KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
+        launch_cuda<G>(st, stream);
+        KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
+        KILN_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        best_ms = std::min(best_ms, ms);
+      }
+      notes += (notes.empty() ? "" : "; ") + describe_cuda(c) + " " + std::to_string(best_ms) + " ms";
+      if (best_ms < best.ms) best = {c, best_ms};
+    }
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+    pr.cuda_config = best.config;
+    cache.store(key, best);
+    ++stats_.tuned;
+    st.tune_notes[G] = "chose " + describe_cuda(best.config) + "; candidates: " + notes;
+  }
+  static std::string describe_cuda(const cpu::LaunchConfig& c) {
+    std::string s = std::to_string(c.threads) + " threads/block";
+    if (c.variant) s += ", variant " + std::to_string(c.variant);
+    return s;
+  }
+#endif
 
   // MaxAutotune: time each launch candidate of kernel G on this call's data (kernels are pure:
   // running one again rewrites the same values) and keep the fastest; read and write the
@@ -708,7 +919,9 @@ class Compiled {
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
       const auto& pr = std::get<G>(st.kernels);
-      for (int b : {pr.out_buffer, pr.a_buffer, pr.b_buffer, pr.acc_buffer}) touch(G, b);
+      // (a named array: nvcc 13.0's front end rejects a braced list in a range-for inside a generic lambda)
+      const std::array<int, 4> operands{pr.out_buffer, pr.a_buffer, pr.b_buffer, pr.acc_buffer};
+      for (int b : operands) touch(G, b);
       for (int b : pr.load_buffer) touch(G, b);
     });
     for (std::size_t a = 0; a < arena.size(); ++a) {
@@ -720,7 +933,7 @@ class Compiled {
     st.arena_bytes = plan_memory(arena);
     st.buffers.assign(nbuffers, 0);
     for (std::size_t a = 0; a < arena.size(); ++a) st.buffers[kSymbols + NOut + a] = arena[a].offset;
-    if (Policy::persistent && st.arena_bytes > 0)
+    if (Policy::persistent && st.arena_bytes > 0 && !st.device.is_cuda())
       st.arena = std::unique_ptr<std::byte[], detail::AlignedDelete>(
           static_cast<std::byte*>(detail::aligned_alloc_bytes(st.arena_bytes)), detail::AlignedDelete{st.arena_bytes});
   }
@@ -760,7 +973,8 @@ class Compiled {
         auto& pr = std::get<G>(st.kernels);
         if (pr.out_buffer == b) pr.out_buffer = s;
         for (int& l : pr.load_buffer) l = l == b ? s : l;
-        for (int* x : {&pr.a_buffer, &pr.b_buffer, &pr.acc_buffer}) *x = *x == b ? s : *x;
+        const std::array<int*, 3> operands{&pr.a_buffer, &pr.b_buffer, &pr.acc_buffer};
+        for (int* x : operands) *x = *x == b ? s : *x;
         if (G == g) pr.writes_input = true;
       });
       for (auto& f : st.faces) f.buffer = f.buffer == b ? s : f.buffer;
@@ -907,9 +1121,16 @@ class Compiled {
       read(pr.b_buffer, st.shapes[mm.children[1]]);
       const auto& g = pr.args;
       st.ops[G] = 2.0 * g.batch * g.m * g.n * g.k + elements * lower::tree_ops<typename Desc::epilogue>::value;
-      pr.workspace = std::make_unique<cpu::GemmWorkspace<T>>();
-      pr.args.workspace = pr.workspace.get();
-      Prepared<Desc>::Kernel::prepare(pr.args);
+#if KILN_WITH_CUDA
+      if (st.device.is_cuda()) {
+        pr.gemm_plan = cuda::make_gemm_plan<T>(pr.args);
+      } else
+#endif
+      {
+        pr.workspace = std::make_unique<cpu::GemmWorkspace<T>>();
+        pr.args.workspace = pr.workspace.get();
+        Prepared<Desc>::Kernel::prepare(pr.args);
+      }
     } else if constexpr (kind == schedule::KernelKind::Row) {
       st.ops[G] = elements * lower::tree_ops<typename Desc::out_tree>::value;
       [&]<class... S>(lower::TypeList<S...>) {
@@ -955,5 +1176,6 @@ class Compiled {
   AutotuneStats stats_;
 };
 
+}  // inline namespace KILN_BACKEND_NS
 }  // namespace kiln::runtime
 

@@ -12,6 +12,7 @@
 #include "kiln/runtime/compiled.hpp"
 
 namespace kiln::runtime {
+inline namespace KILN_BACKEND_NS {
 
 // The symbol that stands for the value of the K-th graph break.
 template <int K, int Rank, class T>
@@ -150,4 +151,5 @@ class Segmented {
   program_t<typename split::rest, Policy, K + 1> rest_;
 };
 
+}  // inline namespace KILN_BACKEND_NS
 }  // namespace kiln::runtime

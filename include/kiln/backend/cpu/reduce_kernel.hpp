@@ -13,6 +13,25 @@
 
 namespace kiln::cpu {
 
+// AxisReduce: the input row that element 0 along `axis` of output row out_row reads (the row
+// dims of the input with `axis` removed index the output rows); element k is that row plus
+// k * axis_stride. Shared by the CPU and CUDA kernels.
+template <class Args>
+KILN_HOST_DEVICE KILN_INLINE index_t axis_base_row(const Args& a, index_t out_row, index_t& axis_stride) {
+  index_t rest = out_row, base_row = 0, row_stride = 1;
+  for (int d = a.nrow_dims - 1; d >= 0; --d) {
+    if (d != a.axis) {
+      const index_t i = rest % a.row_dims[d];
+      rest /= a.row_dims[d];
+      base_row += i * row_stride;
+    }
+    row_stride *= a.row_dims[d];
+  }
+  axis_stride = 1;
+  for (int d = a.axis + 1; d < a.nrow_dims; ++d) axis_stride *= a.row_dims[d];
+  return base_row;
+}
+
 template <class Desc>
 struct ReduceKernelCpu;
 
@@ -64,18 +83,8 @@ struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
 
   template <bool Unit>
   static void axis_task(const Args& a, index_t out_row, index_t j0, index_t j1) {
-    // Row dims of the input with `axis` removed index the output rows.
-    index_t rest = out_row, base_row = 0, row_stride = 1;
-    for (int d = a.nrow_dims - 1; d >= 0; --d) {
-      if (d != a.axis) {
-        const index_t i = rest % a.row_dims[d];
-        rest /= a.row_dims[d];
-        base_row += i * row_stride;
-      }
-      row_stride *= a.row_dims[d];
-    }
-    index_t axis_stride = 1;
-    for (int d = a.axis + 1; d < a.nrow_dims; ++d) axis_stride *= a.row_dims[d];
+    index_t axis_stride;
+    const index_t base_row = axis_base_row(a, out_row, axis_stride);
     T acc[kColumns];
     const index_t n = j1 - j0;
     for (index_t j = 0; j < n; ++j) acc[j] = Op::template identity<T>();

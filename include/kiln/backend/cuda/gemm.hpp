@@ -1,0 +1,171 @@
+// kiln: GEMM + epilogue on CUDA (host code: any C++ compiler builds it). The product goes through cuBLASLt (f32 with f32 compute, no
+// TF32; f64), then the epilogue, when the kernel has one, runs as the row kernel over the
+// result (in place when the result has the output's shape; the CPU backend's arguments
+// describe it). Transposed operands are read in place (cuBLASLt's op T); a broadcast operand
+// has batch stride 0.
+//
+// Row-major C = A B is column-major C^T = B^T A^T, so cuBLASLt's "A" is kiln's B and its "B"
+// is kiln's A. An operand with its last stride 1 is row-major (op N in that view); one with
+// its row stride 1 is a transposed view (op T).
+#pragma once
+#include <cublasLt.h>
+
+#include <memory>
+#include <string>
+
+#include "kiln/backend/cpu/gemm_kernel.hpp"
+#include "kiln/backend/cuda/launch.hpp"
+#include "kiln/backend/cuda/runtime.hpp"
+
+#define KILN_CUBLAS_CHECK(call) ::kiln::cuda::check_cublas((call), #call, __FILE__, __LINE__)
+
+namespace kiln::cuda {
+
+inline void check_cublas(cublasStatus_t s, const char* call, const char* file, int line) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  throw CudaError(std::string(call) + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)) + " at " + file +
+                  ":" + std::to_string(line));
+}
+
+inline constexpr std::size_t kLtWorkspace = std::size_t{32} << 20;
+
+// One cuBLASLt handle and workspace per device, created at first use.
+struct LtContext {
+  cublasLtHandle_t handle = nullptr;
+  Buffer workspace;
+  static LtContext& get() {
+    thread_local std::unordered_map<int, std::unique_ptr<LtContext>> per_device;
+    const int d = current_device();
+    auto& c = per_device[d];
+    if (!c) {
+      c = std::make_unique<LtContext>();
+      KILN_CUBLAS_CHECK(cublasLtCreate(&c->handle));
+      c->workspace = Buffer(kLtWorkspace, d);
+    }
+    return *c;
+  }
+  LtContext() = default;
+  LtContext(const LtContext&) = delete;
+  ~LtContext() {
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+template <class T>
+struct LtTypes;
+template <>
+struct LtTypes<float> {
+  static constexpr cudaDataType_t data = CUDA_R_32F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // no TF32
+};
+template <>
+struct LtTypes<double> {
+  static constexpr cudaDataType_t data = CUDA_R_64F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F;
+};
+
+// The cuBLASLt descriptors of one GEMM shape, and the algorithms its heuristic offers.
+struct GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulHeuristicResult_t algos[8] = {};
+  int nalgos = 0;
+  GemmPlan() = default;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  ~GemmPlan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+template <class T>
+cublasLtMatrixLayout_t lt_layout(std::uint64_t rows, std::uint64_t cols, std::int64_t ld, int batch, std::int64_t batch_stride) {
+  cublasLtMatrixLayout_t l;
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, LtTypes<T>::data, rows, cols, std::max<std::int64_t>(ld, std::max<std::int64_t>(rows, 1))));
+  if (batch > 1) {
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof batch_stride));
+  }
+  return l;
+}
+
+// The layout of kiln operand v (rows x cols, row-major, possibly a transposed view) as the
+// column-major cols x rows matrix cuBLASLt reads: op N for a row-major v (last stride 1), op T
+// for a transposed view (row stride 1).
+template <class T>
+cublasOperation_t operand_layout(const cpu::MatrixView<T>& v, std::uint64_t cols, std::uint64_t rows, int batch,
+                                 const char* side, cublasLtMatrixLayout_t& layout) {
+  if (v.col == 1) {
+    layout = lt_layout<T>(cols, rows, v.row, batch, v.batch);
+    return CUBLAS_OP_N;
+  }
+  if (v.row == 1) {
+    layout = lt_layout<T>(rows, cols, v.col, batch, v.batch);
+    return CUBLAS_OP_T;
+  }
+  throw DeviceError(std::string("matmul on cuda: the ") + side + " operand has no unit stride (strides " +
+                    std::to_string(v.row) + ", " + std::to_string(v.col) + "); make it contiguous first");
+}
+
+// Builds the descriptors for g's shape and strides (pointers are set at launch).
+template <class T, class G>
+std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
+  auto p = std::make_unique<GemmPlan>();
+  const auto m = static_cast<std::uint64_t>(g.m), n = static_cast<std::uint64_t>(g.n), k = static_cast<std::uint64_t>(g.k);
+  const int batch = static_cast<int>(g.batch);
+  // cuBLASLt's A: kiln's B^T (n x k); its B: kiln's A^T (k x m).
+  const cublasOperation_t ta = operand_layout<T>(g.b, n, k, batch, "right", p->la);
+  const cublasOperation_t tb = operand_layout<T>(g.a, k, m, batch, "left", p->lb);
+  p->lc = lt_layout<T>(n, m, static_cast<std::int64_t>(n), batch, static_cast<std::int64_t>(m * n));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, LtTypes<T>::compute, LtTypes<T>::data));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  cublasLtMatmulPreference_t pref;
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const std::size_t ws = kLtWorkspace;
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(LtContext::get().handle, p->op, p->la, p->lb, p->lc, p->lc, pref,
+                                                           8, p->algos, &p->nalgos);
+  cublasLtMatmulPreferenceDestroy(pref);
+  KILN_CUBLAS_CHECK(st);
+  if (p->nalgos == 0)
+    throw CudaError("cublasLtMatmulAlgoGetHeuristic found no algorithm for a " + std::to_string(batch) + " x " +
+                    std::to_string(m) + "x" + std::to_string(k) + " by " + std::to_string(k) + "x" + std::to_string(n) +
+                    " product");
+  return p;
+}
+
+// Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel.
+// config.variant: which of the heuristic's algorithms (0: its first).
+template <class Desc>
+void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan& plan,
+              const cpu::LaunchConfig& cfg, cudaStream_t stream) {
+  using T = typename Desc::value_type;
+  if (g.m > 0 && g.n > 0) {
+    if (g.k == 0) {
+      KILN_CUDA_CHECK(cudaMemsetAsync(g.acc, 0, sizeof(T) * g.batch * g.m * g.n, stream));
+    } else {
+      const T alpha = 1, beta = 0;
+      LtContext& lt = LtContext::get();
+      const int i = cfg.variant < plan.nalgos ? cfg.variant : 0;
+      KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan.op, &alpha, g.b.ptr, plan.la, g.a.ptr, plan.lb, &beta, g.acc, plan.lc,
+                                       g.acc, plan.lc, &plan.algos[i].algo, lt.workspace.get(), kLtWorkspace, stream));
+    }
+  }
+  if constexpr (Desc::has_epilogue) {
+    using Epilogue = lower::RowKernel<T, typename Desc::epilogue, lower::TypeList<>, Desc::nloads, Desc::nconsts>;
+    launch<Epilogue>(g.epilogue, cpu::LaunchConfig{}, stream, nullptr);
+  }
+}
+
+// MaxAutotune's GEMM candidates: the heuristic's first algorithms.
+inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan& plan) {
+  std::vector<cpu::LaunchConfig> c;
+  for (int i = 0; i < std::min(plan.nalgos, 4); ++i) c.push_back({0, 0, i, 0});
+  return c;
+}
+
+}  // namespace kiln::cuda

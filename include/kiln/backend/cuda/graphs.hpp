@@ -1,0 +1,91 @@
+// kiln: CUDA graphs for ReduceOverhead. A compiled call's kernels are captured once and
+// replayed with one cudaGraphLaunch. A graph bakes in every address its kernels touch, so
+// graphs are kept per key: the addresses of the bound tensors and outputs (the arena is the
+// plan's own and fixed). A call whose addresses match a kept graph replays it; otherwise the
+// kernels are captured again, into the least recently used graph's executable when the cache
+// is full (cudaGraphExecUpdate, cheaper than instantiating) or into a new one. No tensor is
+// ever copied into a static buffer, and an output is written where the caller's tensor lives.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <utility>
+#include <vector>
+
+#include "kiln/backend/cuda/runtime.hpp"
+
+namespace kiln::cuda {
+
+class GraphCache {
+ public:
+  static constexpr std::size_t kMaxGraphs = 4;
+
+  GraphCache() = default;
+  GraphCache(const GraphCache&) = delete;
+  GraphCache& operator=(const GraphCache&) = delete;
+  ~GraphCache() {
+    for (auto& e : entries_) (void)cudaGraphExecDestroy(e.exec);
+  }
+
+  // Replays the graph kept for `key`, or captures launch_all() on `stream` and replays that.
+  template <class Launch>
+  void run(const std::vector<const void*>& key, cudaStream_t stream, Launch&& launch_all) {
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+      if (entries_[i].key == key) {
+        std::rotate(entries_.begin(), entries_.begin() + i, entries_.begin() + i + 1);
+        ++replays_;
+        KILN_CUDA_CHECK(cudaGraphLaunch(entries_.front().exec, stream));
+        return;
+      }
+    cudaGraph_t graph = capture(stream, launch_all);
+    cudaGraphExec_t exec = nullptr;
+    if (entries_.size() == kMaxGraphs) {
+      Entry& lru = entries_.back();
+      cudaGraphExecUpdateResultInfo info;
+      if (cudaGraphExecUpdate(lru.exec, graph, &info) == cudaSuccess) {
+        exec = lru.exec;
+      } else {
+        (void)cudaGetLastError();
+        (void)cudaGraphExecDestroy(lru.exec);
+      }
+      entries_.pop_back();
+    }
+    if (!exec) {
+      const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+      if (e != cudaSuccess) (void)cudaGraphDestroy(graph);
+      KILN_CUDA_CHECK(e);
+    }
+    (void)cudaGraphDestroy(graph);
+    entries_.insert(entries_.begin(), Entry{key, exec});
+    ++captures_;
+    KILN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  }
+
+  long captures() const { return captures_; }  // graphs captured so far (first ones and re-captures)
+  long replays() const { return replays_; }    // calls that replayed a kept graph
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::vector<const void*> key;
+    cudaGraphExec_t exec;
+  };
+  template <class Launch>
+  static cudaGraph_t capture(cudaStream_t stream, Launch& launch_all) {
+    KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      launch_all();
+    } catch (...) {
+      (void)cudaStreamEndCapture(stream, &graph);
+      if (graph) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      throw;
+    }
+    KILN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    return graph;
+  }
+  std::vector<Entry> entries_;  // most recently used first
+  long captures_ = 0, replays_ = 0;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,30 @@
+// kiln: the definition of cuda::launch<Desc> (launch.hpp), for nvcc. Included by compiled.hpp
+// in translation units nvcc builds, and by the kernel files the build generates for host-built
+// ones (cmake/kiln_cuda_kernels.py).
+#pragma once
+#include "kiln/backend/cuda/reduce_kernel.cuh"
+#include "kiln/backend/cuda/row_kernel.cuh"
+
+namespace kiln::cuda {
+
+template <class Desc>
+struct kernel_impl;
+template <class T, class O, class S, int NL, int NC>
+struct kernel_impl<lower::RowKernel<T, O, S, NL, NC>> {
+  using type = RowKernelCuda<lower::RowKernel<T, O, S, NL, NC>>;
+};
+template <class T, ReduceKind K, class Tr, bool Tot, int NL, int NC>
+struct kernel_impl<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {
+  using type = ReduceKernelCuda<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>>;
+};
+template <class T, class Tr, int NL, int NC>
+struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
+  using type = ReduceToKernelCuda<lower::ReduceToKernel<T, Tr, NL, NC>>;
+};
+
+template <class Desc>
+void launch(const launch_args_t<Desc>& args, const cpu::LaunchConfig& config, cudaStream_t stream, void* scratch) {
+  kernel_impl<Desc>::type::run(args, config, stream, scratch);
+}
+
+}  // namespace kiln::cuda

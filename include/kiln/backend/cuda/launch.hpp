@@ -1,0 +1,72 @@
+// kiln: the interface between the host side of the CUDA backend (planning, cuBLASLt, graphs,
+// built by any C++ compiler) and its kernels (__global__ templates, built by nvcc).
+//
+// cuda::launch<Desc>(args, config, stream, scratch) launches the kernel of one lowered
+// descriptor (a row, reduce or reduce-to kernel; a GEMM's epilogue is a row kernel). It is
+// defined in kernels.cuh. A translation unit built by nvcc includes that and instantiates the
+// kernels itself. One built by g++ with KILN_CUDA_KERNELS only declares it: the build
+// (kiln_cuda_executable in CMake, cmake/kiln_cuda_kernels.py) lists the launch<Desc> symbols
+// its objects leave undefined and compiles their explicit instantiations with nvcc. Either
+// way nvcc sees only name-free descriptor types, and the host-side planning, heavy constexpr
+// work that nvcc's front end is slow at, can stay with g++ (docs/cuda.md, "Builds").
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kiln/backend/cpu/reduce_kernel.hpp"
+#include "kiln/backend/cpu/reduce_to_kernel.hpp"
+#include "kiln/backend/cpu/row_kernel.hpp"
+
+namespace kiln::cuda {
+
+// The argument struct of each launchable descriptor: the CPU backend's, passed by value.
+template <class Desc>
+struct kernel_args;
+template <class T, class O, class S, int NL, int NC>
+struct kernel_args<lower::RowKernel<T, O, S, NL, NC>> {
+  using type = cpu::RowArgs<T, NL, NC, S::size>;
+};
+template <class T, ReduceKind K, class Tr, bool Tot, int NL, int NC>
+struct kernel_args<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {
+  using type = typename cpu::ReduceKernelCpu<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>>::Args;
+};
+template <class T, class Tr, int NL, int NC>
+struct kernel_args<lower::ReduceToKernel<T, Tr, NL, NC>> {
+  using type = typename cpu::ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>::Args;
+};
+template <class Desc>
+using launch_args_t = typename kernel_args<Desc>::type;
+
+template <class Desc>
+void launch(const launch_args_t<Desc>& args, const cpu::LaunchConfig& config, cudaStream_t stream, void* scratch);
+
+// Host-side facts about each kind, needed before a launch.
+inline constexpr int kTotalBlocks = 1024;  // a total reduction's partials
+
+template <class Desc>
+std::size_t scratch_bytes() {
+  if constexpr (requires { Desc::total; }) return Desc::total ? kTotalBlocks * sizeof(typename Desc::value_type) : 0;
+  else return 0;
+}
+
+// MaxAutotune's candidates: threads per block; for row reductions also a warp (variant 1) or a
+// block (variant 2) per row.
+template <class Desc>
+std::vector<cpu::LaunchConfig> candidates() {
+  std::vector<cpu::LaunchConfig> c;
+  for (int t : {128, 256, 512}) {
+    if constexpr (requires { typename Desc::stages; }) {
+      if constexpr (Desc::nstages > 0) {
+        c.push_back({t, 0, 1, 0});
+        c.push_back({t, 0, 2, 0});
+        continue;
+      }
+    }
+    c.push_back({t, 0, 0, 0});
+  }
+  return c;
+}
+
+}  // namespace kiln::cuda

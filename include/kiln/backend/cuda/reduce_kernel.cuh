@@ -1,0 +1,167 @@
+// kiln: reductions on CUDA over the CPU backend's argument structs.
+//   AxisReduce: a thread per output element (coalesced along the last axis), looping over the
+//     reduced axis.
+//   TotalReduce: two launches, partials per block then one block combining them in a fixed
+//     order, so the result does not depend on timing.
+//   ReduceTo (the adjoint of broadcasting): a thread per output element, summing the input
+//     elements that broadcast from it, in a fixed order.
+#pragma once
+#include "kiln/backend/cpu/reduce_kernel.hpp"
+#include "kiln/backend/cpu/reduce_to_kernel.hpp"
+#include "kiln/backend/cuda/launch.hpp"
+#include "kiln/backend/cuda/row_kernel.cuh"
+
+namespace kiln::cuda {
+
+template <class Desc, class Args>
+__global__ void axis_reduce_kernel(const Args a, index_t out_rows) {
+  using T = typename Desc::value_type;
+  using Op = Reduce<Desc::kind, 0, false, false>;
+  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= out_rows * a.len) return;
+  const index_t out_row = e / a.len, j = e - out_row * a.len;
+  index_t axis_stride;
+  const index_t base_row = cpu::axis_base_row(a, out_row, axis_stride);
+  DeviceRowContext<T, Desc::nloads, Desc::nconsts, 0, false> ctx;
+  init_context(ctx, a);
+  T acc = Op::template identity<T>();
+  const index_t n = a.row_dims[a.axis];
+  for (index_t k = 0; k < n; ++k) {
+    set_row(ctx, a, base_row + k * axis_stride);
+    acc = combine<Desc::kind>(acc, Desc::tree::template eval<T>(ctx, j));
+  }
+  a.out[e] = Op::template finish<T>(acc, n);
+}
+
+inline constexpr int kTotalThreads = 256;
+
+// Stage 1: block b reduces elements [b*chunk, (b+1)*chunk) of rows x len into partial[b].
+template <class Desc, class Args>
+__global__ void total_partial_kernel(const Args a, typename Desc::value_type* partial, index_t chunk) {
+  using T = typename Desc::value_type;
+  using Op = Reduce<Desc::kind, 0, false, false>;
+  __shared__ T scratch[32];
+  DeviceRowContext<T, Desc::nloads, Desc::nconsts, 0, false> ctx;
+  init_context(ctx, a);
+  const index_t total = a.rows * a.len, e0 = blockIdx.x * chunk, e1 = e0 + chunk < total ? e0 + chunk : total;
+  T acc = Op::template identity<T>();
+  index_t cur_row = -1;
+  for (index_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+    const index_t r = e / a.len, j = e - r * a.len;
+    if (r != cur_row) set_row(ctx, a, cur_row = r);
+    acc = combine<Desc::kind>(acc, Desc::tree::template eval<T>(ctx, j));
+  }
+  acc = block_reduce<Desc::kind>(acc, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+// Stage 2: one block combines the partials and finishes (mean divides by the count).
+template <class Desc>
+__global__ void total_finish_kernel(const typename Desc::value_type* partial, int n, typename Desc::value_type* out,
+                                    index_t count) {
+  using T = typename Desc::value_type;
+  using Op = Reduce<Desc::kind, 0, false, false>;
+  __shared__ T scratch[32];
+  T acc = Op::template identity<T>();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) acc = combine<Desc::kind>(acc, partial[i]);
+  acc = block_reduce<Desc::kind>(acc, scratch);
+  if (threadIdx.x == 0) out[0] = Op::template finish<T>(acc, count);
+}
+
+template <class Desc>
+struct ReduceKernelCuda;
+template <class T, ReduceKind K, class Tree, bool Total, int NL, int NC>
+struct ReduceKernelCuda<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
+  using Desc = lower::ReduceKernel<T, K, Tree, Total, NL, NC>;
+  using Args = typename cpu::ReduceKernelCpu<Desc>::Args;
+  static void run(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
+    const int threads = cfg.threads > 0 ? cfg.threads : kTotalThreads;
+    if constexpr (Total) {
+      const index_t total = a.rows * a.len;
+      const index_t chunk = std::max<index_t>((total + kTotalBlocks - 1) / kTotalBlocks, 1);
+      const int blocks = static_cast<int>(std::max<index_t>((total + chunk - 1) / chunk, 1));
+      T* partial = static_cast<T*>(scratch);
+      total_partial_kernel<Desc><<<blocks, threads, 0, stream>>>(a, partial, chunk);
+      KILN_CUDA_CHECK(cudaGetLastError());
+      total_finish_kernel<Desc><<<1, 256, 0, stream>>>(partial, blocks, a.out, total);
+    } else {
+      index_t out_rows = 1;
+      for (int d = 0; d < a.nrow_dims; ++d)
+        if (d != a.axis) out_rows *= a.row_dims[d];
+      const index_t n = out_rows * a.len;
+      if (n == 0) return;
+      axis_reduce_kernel<Desc><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(a, out_rows);
+    }
+    KILN_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+// ReduceTo: output element o sums the input elements (row, j) that broadcast from it. The
+// input's row dims and last axis are split into kept ones (out stride != 0) and summed ones.
+// A block is 32 x Y threads: threadIdx.x picks one of 32 consecutive outputs (consecutive
+// columns when the last axis is kept, so loads coalesce), threadIdx.y strides over the summed
+// elements; the Y partial sums are added in a fixed order.
+inline constexpr int kReduceToColumns = 32;
+
+template <class Desc, class Args>
+__global__ void reduce_to_kernel(const Args a) {
+  using T = typename Desc::value_type;
+  extern __shared__ unsigned char reduce_to_smem[];
+  T* partial = reinterpret_cast<T*>(reduce_to_smem);  // [Y][32]
+  const index_t o = static_cast<index_t>(blockIdx.x) * kReduceToColumns + threadIdx.x;
+  const int nd = a.nrow_dims;  // dims 0..nd-1 are row dims, nd the last axis
+  auto extent = [&](int d) { return d < nd ? a.row_dims[d] : a.len; };
+  auto kept = [&](int d) { return (d < nd ? a.out_outer[d] : a.out_inner) != 0; };
+  index_t idx[kMaxRank + 1] = {};
+  T acc = T(0);
+  if (o < a.out_numel) {
+    index_t rest = o, summed = 1;
+    for (int d = nd; d >= 0; --d) {
+      if (kept(d)) {
+        idx[d] = rest % extent(d);
+        rest /= extent(d);
+      } else {
+        summed *= extent(d);
+      }
+    }
+    DeviceRowContext<T, Desc::nloads, Desc::nconsts, 0, false> ctx;
+    init_context(ctx, a);
+    for (index_t t = threadIdx.y; t < summed; t += blockDim.y) {
+      index_t u = t;
+      for (int d = nd; d >= 0; --d)
+        if (!kept(d)) {
+          idx[d] = u % extent(d);
+          u /= extent(d);
+        }
+      index_t row = 0;
+      for (int d = 0; d < nd; ++d) row = row * a.row_dims[d] + idx[d];
+      set_row(ctx, a, row);
+      acc += Desc::tree::template eval<T>(ctx, idx[nd]);
+    }
+  }
+  partial[threadIdx.y * kReduceToColumns + threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || o >= a.out_numel) return;
+  for (unsigned y = 1; y < blockDim.y; ++y) acc += partial[y * kReduceToColumns + threadIdx.x];
+  index_t off = 0;  // o itself, by the output's contiguous strides
+  for (int d = 0; d <= nd; ++d)
+    if (kept(d)) off += idx[d] * (d < nd ? a.out_outer[d] : a.out_inner);
+  a.out[off] = acc;
+}
+
+template <class Desc>
+struct ReduceToKernelCuda;
+template <class T, class Tree, int NL, int NC>
+struct ReduceToKernelCuda<lower::ReduceToKernel<T, Tree, NL, NC>> {
+  using Desc = lower::ReduceToKernel<T, Tree, NL, NC>;
+  using Args = typename cpu::ReduceToKernelCpu<Desc>::Args;
+  static void run(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void*) {
+    if (a.out_numel == 0) return;
+    const int threads = cfg.threads > 0 ? cfg.threads : 256;
+    const dim3 block(kReduceToColumns, static_cast<unsigned>(threads / kReduceToColumns));
+    const auto blocks = static_cast<unsigned>((a.out_numel + kReduceToColumns - 1) / kReduceToColumns);
+    reduce_to_kernel<Desc><<<blocks, block, sizeof(T) * threads, stream>>>(a);
+    KILN_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+}  // namespace kiln::cuda

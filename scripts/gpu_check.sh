@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On a machine with a CUDA GPU: builds the CUDA tests (unless KILN_GPU_BIN names a folder of
+# prebuilt ones), runs them, then runs test_cuda_ops and test_cuda_modes under compute-sanitizer
+# (memcheck, and racecheck on the row-reduction kernels, which use shared memory). Logs go to
+# ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
+# KILN_SANITIZE=0 skips the sanitizers; KILN_SANITIZE=only runs just them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-gpu}
+OUT=${OUT:-$BUILD/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+tests="test_cuda_ops test_cuda_modes test_cuda_training test_cuda_host_tu"
+if [ -z "${KILN_GPU_BIN:-}" ]; then
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_CUDA=ON -DKILN_BUILD_BENCHMARKS=ON \
+    -DKILN_BUILD_EXAMPLES=OFF > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" --target $tests > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+  KILN_GPU_BIN=$BUILD/tests
+fi
+status=0
+[ "${KILN_SANITIZE:-1}" = only ] && tests=""
+for t in $tests; do
+  timeout 300 "$KILN_GPU_BIN/$t" > "$OUT/$t.log" 2>&1
+  rc=$?
+  echo "$t: exit $rc; $(grep -E '^\[doctest\] (test cases|assertions)' "$OUT/$t.log" | tr '\n' ' ')"
+  [ $rc -eq 0 ] || { status=1; grep -B2 -A12 "ERROR\|FATAL\|terminate" "$OUT/$t.log" | head -60; }
+done
+[ "${KILN_SANITIZE:-1}" = 0 ] && exit "$status"
+for t in test_cuda_ops test_cuda_modes; do
+  timeout 75 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$KILN_GPU_BIN/$t" > "$OUT/memcheck_$t.log" 2>&1
+  echo "memcheck $t: exit $? ($(grep -c '^========= Invalid\|^========= Program hit' "$OUT/memcheck_$t.log") errors); $(tail -1 "$OUT/memcheck_$t.log")"
+done
+timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_ops" -tc="row reductions*" > "$OUT/racecheck.log" 2>&1
+echo "racecheck test_cuda_ops (row reductions): exit $?; $(tail -1 "$OUT/racecheck.log")"
+exit "$status"

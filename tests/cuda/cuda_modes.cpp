@@ -1,0 +1,95 @@
+// The CUDA backend's modes and failure paths: ReduceOverhead's graphs (replayed, re-captured
+// for new addresses, outputs never overwritten), no cudaMalloc in steady state, MaxAutotune's
+// tuning on the device, and the errors: mixed devices, out of memory, a failed CUDA call.
+#include "../reference.hpp"
+
+namespace {
+constexpr auto x = kiln::input<"x", 2>();
+constexpr auto w = kiln::param<"w", 2>();
+constexpr auto b = kiln::param<"b", 1>();
+constexpr auto ffn = kiln::softmax(kiln::gelu(kiln::matmul(x, w) + b));
+
+ref::Array want(const kiln::Tensor<float>& xt, const kiln::Tensor<float>& wt, const kiln::Tensor<float>& bt) {
+  const auto z = ref::zip(ref::matmul(ref::from(xt), ref::from(wt)), ref::from(bt), [](double p, double q) { return p + q; });
+  return ref::softmax(ref::map(z, ref::gelu));
+}
+}  // namespace
+
+TEST_CASE("ReduceOverhead replays a graph; new contents are read, outputs are never overwritten") {
+  auto f = kiln::compile<kiln::ReduceOverhead>(ffn);
+  const auto wt = kiln::randn<float>({40, 24}, 1), bt = kiln::randn<float>({24}, 2);
+  const auto wd = wt.cuda(), bd = bt.cuda();
+  kiln::Tensor<float> xh = kiln::randn<float>({16, 40}, 3);
+  auto xd = xh.cuda();
+  std::vector<kiln::Tensor<float>> outs;
+  std::vector<kiln::Tensor<float>> inputs;
+  for (int i = 0; i < 6; ++i) {
+    xh = kiln::randn<float>({16, 40}, 10 + i);
+    xd = xh.cuda();  // often the same address again, from the cache
+    inputs.push_back(xh);
+    outs.push_back(f(x = xd, w = wd, b = bd));
+  }
+  CHECK(f.graph_replays() + f.graph_captures() == 5);  // the first call runs the kernels directly
+  for (int i = 0; i < 6; ++i) ref::check_close(outs[i].cpu(), want(inputs[i], wt, bt), 1e-4, 1e-6);
+  // into() the caller's tensor, twice: the second replays
+  kiln::Tensor<float> out({16, 24}, kiln::Device::cuda());
+  const long before = f.graph_captures();
+  f.into(out, x = xd, w = wd, b = bd);
+  f.into(out, x = xd, w = wd, b = bd);
+  CHECK(f.graph_captures() <= before + 1);
+  ref::check_close(out.cpu(), want(inputs.back(), wt, bt), 1e-4, 1e-6);
+  // a parameter moved to a new tensor: captured again, its new values used
+  const auto w2 = kiln::randn<float>({40, 24}, 4);
+  const auto w2d = w2.cuda();
+  ref::check_close(f(x = xd, w = w2d, b = bd).cpu(), want(inputs.back(), w2, bt), 1e-4, 1e-6);
+}
+
+TEST_CASE("steady-state calls never call cudaMalloc") {
+  auto ro = kiln::compile<kiln::ReduceOverhead>(ffn);
+  auto df = kiln::compile(ffn);
+  const auto xd = kiln::randn<float>({64, 40}, 1).cuda(), wd = kiln::randn<float>({40, 24}, 2).cuda(),
+             bd = kiln::randn<float>({24}, 3).cuda();
+  kiln::Tensor<float> out({64, 24}, kiln::Device::cuda());
+  for (int i = 0; i < 3; ++i) ro.into(out, x = xd, w = wd, b = bd), (void)df(x = xd, w = wd, b = bd);
+  const auto before = kiln::cuda::memory_stats().cuda_mallocs;
+  for (int i = 0; i < 20; ++i) ro.into(out, x = xd, w = wd, b = bd), (void)df(x = xd, w = wd, b = bd);
+  kiln::cuda::synchronize();
+  CHECK(kiln::cuda::memory_stats().cuda_mallocs == before);
+}
+
+TEST_CASE("MaxAutotune tunes on the device and gives the same result") {
+  auto f = kiln::compile<kiln::MaxAutotune>(ffn);
+  const auto xt = kiln::randn<float>({128, 40}, 5), wt = kiln::randn<float>({40, 24}, 6), bt = kiln::randn<float>({24}, 7);
+  const auto xd = xt.cuda(), wd = wt.cuda(), bd = bt.cuda();
+  ref::check_close(f(x = xd, w = wd, b = bd).cpu(), want(xt, wt, bt), 1e-4, 1e-6);
+  ref::check_close(f(x = xd, w = wd, b = bd).cpu(), want(xt, wt, bt), 1e-4, 1e-6);
+  CHECK(f.autotune_stats().tuned + f.autotune_stats().from_cache == static_cast<int>(f.kernel_count()));
+  CHECK(f.explain().find("threads/block") != std::string::npos);
+}
+
+TEST_CASE("profile() times each kernel on the device") {
+  auto f = kiln::compile(ffn);
+  const auto xd = kiln::randn<float>({64, 40}, 1).cuda(), wd = kiln::randn<float>({40, 24}, 2).cuda(),
+             bd = kiln::randn<float>({24}, 3).cuda();
+  f.profile();
+  (void)f(x = xd, w = wd, b = bd);
+  CHECK(f.explain().find("ms per call") != std::string::npos);
+}
+
+TEST_CASE("errors: mixed devices, out of memory, a failed CUDA call") {
+  auto f = kiln::compile(ffn);
+  const auto xt = kiln::randn<float>({4, 40}, 1), wt = kiln::randn<float>({40, 24}, 2), bt = kiln::randn<float>({24}, 3);
+  CHECK_THROWS_WITH_AS(f(x = xt.cuda(), w = wt, b = bt), doctest::Contains("cuda:0"), kiln::DeviceError);
+  kiln::Tensor<float> host_out({4, 24});
+  CHECK_THROWS_AS(f.into(host_out, x = xt.cuda(), w = wt.cuda(), b = bt.cuda()), kiln::DeviceError);
+  try {
+    kiln::Tensor<float> huge({std::size_t{1} << 40}, kiln::Device::cuda());  // 4 TiB
+    FAIL("allocated 4 TiB");
+  } catch (const kiln::OutOfMemory& e) {
+    CHECK(e.requested == (std::size_t{4} << 40));
+    CHECK(e.free > 0);
+  }
+  // the process goes on: allocate and run again
+  ref::check_close(f(x = xt.cuda(), w = wt.cuda(), b = bt.cuda()).cpu(), want(xt, wt, bt), 1e-4, 1e-6);
+  CHECK_THROWS_WITH_AS(KILN_CUDA_CHECK(cudaSetDevice(999)), doctest::Contains("cudaSetDevice(999)"), kiln::CudaError);
+}

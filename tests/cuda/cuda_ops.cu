@@ -1,0 +1,116 @@
+// Ops on the CUDA backend, each against the float64 reference (the CPU's, from tests/
+// reference.hpp) on fresh random data: every kernel kind (pointwise scalar and vector paths,
+// row reductions by warp and by block, with and without the shared-memory row cache, axis and
+// total reductions, GEMM with epilogues and transposed operands).
+#include "../reference.hpp"
+
+namespace {
+template <class T>
+kiln::Tensor<T> on_gpu(const kiln::Tensor<T>& t) { return t.cuda(); }
+}  // namespace
+
+TEST_CASE("W1 pointwise chain on the GPU: vector and scalar paths") {
+  constexpr auto x = kiln::input<"x", 1>();
+  constexpr auto y = kiln::gelu(x * 1.5f + 0.5f) * kiln::sigmoid(x) + kiln::tanh(x);
+  for (std::size_t n : {std::size_t{1} << 20, (std::size_t{1} << 16) + 3}) {  // n % 4 != 0: the scalar path
+    const auto xt = kiln::randn<float>({n}, 11 + n);
+    const auto want = ref::map(ref::from(xt), [](double v) { return ref::gelu(v * 1.5 + 0.5) * ref::sigmoid(v) + std::tanh(v); });
+    const auto xd = on_gpu(xt);
+    auto got = kiln::compile(y)(x = xd);
+    CHECK(got.is_cuda());
+    ref::check_close(got.cpu(), want, 5e-5, 5e-6);
+    ref::check_close(kiln::eager(y)(x = xd).cpu(), want, 5e-5, 5e-6);
+  }
+}
+
+TEST_CASE("broadcasts and transposed reads on the GPU") {
+  constexpr auto a = kiln::input<"a", 2>();
+  constexpr auto b = kiln::input<"b", 1>();
+  constexpr auto c = kiln::input<"c", 2>();
+  const auto at = kiln::randn<float>({67, 33}, 1), bt = kiln::randn<float>({33}, 2), ct = kiln::randn<float>({33, 67}, 3);
+  const auto want = ref::zip(ref::zip(ref::from(at), ref::from(bt), [](double p, double q) { return p * q; }),
+                             ref::transpose(ref::from(ct)), [](double p, double q) { return p - q; });
+  auto got = kiln::compile(a * b - kiln::transpose(c))(a = on_gpu(at), b = on_gpu(bt), c = on_gpu(ct));
+  ref::check_close(got.cpu(), want, 1e-6, 1e-6);
+}
+
+TEST_CASE("row reductions on the GPU: softmax, log_softmax, layer_norm; short, mid and long rows") {
+  constexpr auto s = kiln::input<"s", 2>();
+  constexpr auto g = kiln::param<"g", 1>();
+  constexpr auto b = kiln::param<"b", 1>();
+  for (std::size_t len : {10, 768, 1024, 5000}) {  // a warp per row up to 2048, then a block per row
+    CAPTURE(len);
+    const auto st = kiln::randn<float>({37, len}, 20 + len);
+    const auto gt = kiln::randn<float>({len}, 21), bt = kiln::randn<float>({len}, 22);
+    const auto sd = on_gpu(st);
+    ref::check_close(kiln::compile(kiln::softmax(s * 0.125f))(s = sd).cpu(),
+                     ref::softmax(ref::map(ref::from(st), [](double v) { return v * 0.125; })), 5e-5, 1e-7);
+    ref::check_close(kiln::compile(kiln::log_softmax(s))(s = sd).cpu(), ref::log_softmax(ref::from(st)), 5e-5, 5e-5);
+    ref::check_close(kiln::compile(kiln::layer_norm(s, g, b, 1e-5))(s = sd, g = on_gpu(gt), b = on_gpu(bt)).cpu(),
+                     ref::layer_norm(ref::from(st), ref::from(gt), ref::from(bt), 1e-5), 1e-4, 1e-4);
+  }
+}
+
+TEST_CASE("axis and total reductions on the GPU, NaN included") {
+  constexpr auto x = kiln::input<"x", 2>();
+  const auto xt = kiln::randn<float>({333, 70}, 31);
+  const auto xd = on_gpu(xt);
+  ref::check_close(kiln::compile(kiln::sum<0>(x * x))(x = xd).cpu(),
+                   ref::reduce(ref::map(ref::from(xt), [](double v) { return v * v; }), 0, ref::Red::Sum, false), 1e-5, 1e-5);
+  ref::check_close(kiln::compile(kiln::max<0>(x))(x = xd).cpu(), ref::reduce(ref::from(xt), 0, ref::Red::Max, false), 0, 0);
+  ref::check_close(kiln::compile(kiln::mean(x))(x = xd).cpu(), ref::reduce_all(ref::from(xt), ref::Red::Mean), 1e-5, 1e-6);
+  auto big = kiln::randn<float>({1 << 21}, 32);
+  constexpr auto v = kiln::input<"v", 1>();
+  ref::check_close(kiln::compile(kiln::sum(v))(v = on_gpu(big)).cpu(), ref::reduce_all(ref::from(big), ref::Red::Sum), 1e-5, 1e-3);
+  big[12345] = std::numeric_limits<float>::quiet_NaN();
+  const auto m = kiln::compile(kiln::max(v))(v = on_gpu(big)).cpu();
+  CHECK(std::isnan(m[0]));
+}
+
+TEST_CASE("GEMM + epilogue on the GPU: bias and gelu, transposed and batched operands") {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto w = kiln::param<"w", 2>();
+  constexpr auto b = kiln::param<"b", 1>();
+  const auto xt = kiln::randn<float>({65, 96}, 41), wt = kiln::randn<float>({96, 80}, 42), bt = kiln::randn<float>({80}, 43);
+  const auto prod = ref::matmul(ref::from(xt), ref::from(wt));
+  const auto want = ref::map(ref::zip(prod, ref::from(bt), [](double p, double q) { return p + q; }), ref::gelu);
+  ref::check_close(kiln::compile(kiln::gelu(kiln::matmul(x, w) + b))(x = on_gpu(xt), w = on_gpu(wt), b = on_gpu(bt)).cpu(),
+                   want, 1e-4, 1e-4);
+  ref::check_close(kiln::compile(kiln::matmul(x, w))(x = on_gpu(xt), w = on_gpu(wt)).cpu(), prod, 1e-5, 1e-4);
+  // x^T x and w w^T: transposed operands read in place
+  constexpr auto u = kiln::input<"u", 2>();
+  ref::check_close(kiln::compile(kiln::matmul(kiln::transpose(u), u))(u = on_gpu(xt)).cpu(),
+                   ref::matmul(ref::transpose(ref::from(xt)), ref::from(xt)), 1e-5, 1e-3);
+  ref::check_close(kiln::compile(kiln::matmul(u, kiln::transpose(u)))(u = on_gpu(wt)).cpu(),
+                   ref::matmul(ref::from(wt), ref::transpose(ref::from(wt))), 1e-5, 1e-3);
+  // batched: [3, 17, 24] x [3, 24, 9]
+  constexpr auto p = kiln::input<"p", 3>();
+  constexpr auto q = kiln::input<"q", 3>();
+  const auto pt = kiln::randn<float>({3, 17, 24}, 44), qt = kiln::randn<float>({3, 24, 9}, 45);
+  auto got = kiln::compile(kiln::matmul(p, q))(p = on_gpu(pt), q = on_gpu(qt)).cpu();
+  for (std::size_t i = 0; i < 3; ++i) {
+    kiln::Tensor<float> pi({17, 24}), qi({24, 9}), gi({17, 9});
+    std::copy_n(pt.data() + i * 17 * 24, 17 * 24, pi.data());
+    std::copy_n(qt.data() + i * 24 * 9, 24 * 9, qi.data());
+    std::copy_n(got.data() + i * 17 * 9, 17 * 9, gi.data());
+    ref::check_close(gi, ref::matmul(ref::from(pi), ref::from(qi)), 1e-5, 1e-4);
+  }
+}
+
+TEST_CASE("sum_to (the adjoint of broadcasting) on the GPU: leading, middle, last and every axis") {
+  constexpr auto x = kiln::input<"x", 3>();
+  constexpr auto b = kiln::input<"b", 1>();
+  constexpr auto c = kiln::input<"c", 3>();
+  constexpr auto d = kiln::input<"d", 3>();
+  constexpr auto s = kiln::input<"s", 0>();
+  auto f = kiln::compile(kiln::outputs(kiln::sum_to(x * 2.0f, b), kiln::sum_to(x, c), kiln::sum_to(x, d), kiln::sum_to(kiln::exp(x), s)));
+  const auto xt = kiln::randn<float>({37, 19, 70}, 1);
+  const auto bt = kiln::randn<float>({70}, 2), ct = kiln::randn<float>({37, 1, 70}, 3), dt = kiln::randn<float>({37, 19, 1}, 4);
+  const auto st = kiln::randn<float>(kiln::Shape{}, 5);
+  auto [sb, sc, sd, ss] = f(x = on_gpu(xt), b = on_gpu(bt), c = on_gpu(ct), d = on_gpu(dt), s = on_gpu(st));
+  const auto rx = ref::from(xt);
+  ref::check_close(sb.cpu(), ref::reduce(ref::reduce(ref::map(rx, [](double v) { return 2 * v; }), 0, ref::Red::Sum, false), 0, ref::Red::Sum, false), 1e-5, 1e-4);
+  ref::check_close(sc.cpu(), ref::reduce(rx, 1, ref::Red::Sum, true), 1e-5, 1e-5);
+  ref::check_close(sd.cpu(), ref::reduce(rx, 2, ref::Red::Sum, true), 1e-5, 1e-5);
+  ref::check_close(ss.cpu(), ref::reduce_all(ref::map(rx, [](double v) { return std::exp(v); }), ref::Red::Sum), 1e-5, 1e-2);
+}
