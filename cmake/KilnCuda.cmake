@@ -6,11 +6,30 @@
 # (cmake/kiln_cuda_kernels.py), written to <name>_kernels.cu and compiled by nvcc. nvcc thus
 # sees only the kernels' name-free descriptors, never the expressions or their constexpr
 # planning, which its front end is slow at (docs/cuda.md, "Builds").
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
+#
+# Also defines kiln::cuda: kiln, the CUDA runtime and cuBLASLt; translation units built by nvcc
+# get --expt-relaxed-constexpr, which lets device code call kiln's constexpr helpers. Included
+# by kiln's own build and by its package config (find_package(kiln)) where the CUDA Toolkit is.
+find_package(CUDAToolkit REQUIRED)
+find_package(Python3 COMPONENTS Interpreter)
 set(KILN_CUDA_KERNELS_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/kiln_cuda_kernels.py)
+
+if(NOT TARGET kiln::cuda)
+  add_library(kiln_cuda INTERFACE)
+  add_library(kiln::cuda ALIAS kiln_cuda)
+  target_link_libraries(kiln_cuda INTERFACE kiln::kiln CUDA::cudart CUDA::cublasLt)
+  target_compile_options(kiln_cuda INTERFACE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -diag-suppress=20011,20012,20014 -Xcompiler=-fno-math-errno>)
+endif()
 
 function(kiln_cuda_executable name)
   cmake_parse_arguments(K "" "" "SOURCES;LIBRARIES" ${ARGN})
+  if(NOT CMAKE_CUDA_COMPILER)
+    message(FATAL_ERROR "kiln_cuda_executable(${name}): enable CUDA first (enable_language(CUDA)); nvcc builds the generated kernels")
+  endif()
+  if(NOT Python3_Interpreter_FOUND)
+    message(FATAL_ERROR "kiln_cuda_executable(${name}): needs python3 to list the kernels (cmake/kiln_cuda_kernels.py)")
+  endif()
   add_library(${name}_host OBJECT ${K_SOURCES})
   target_link_libraries(${name}_host PUBLIC kiln::cuda ${K_LIBRARIES})
   target_compile_definitions(${name}_host PUBLIC KILN_CUDA_KERNELS=1)

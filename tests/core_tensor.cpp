@@ -55,3 +55,18 @@ TEST_CASE("randn is reproducible per seed and standard normal") {
     CHECK(u[i] < 3.0f);
   }
 }
+
+TEST_CASE("Tensor's device: CPU by default; CUDA memory needs the CUDA runtime in the program") {
+  kiln::Tensor<float> t({2, 3});
+  CHECK(t.device() == kiln::Device::cpu());
+  CHECK_FALSE(t.is_cuda());
+  CHECK(kiln::Device::cuda(1).str() == "cuda:1");
+  CHECK_FALSE(kiln::Device::cuda(0) == kiln::Device::cuda(1));
+  t.fill(2.0f);
+  const auto same = t.to(kiln::Device::cpu());  // already there: a copy
+  CHECK(same[5] == 2.0f);
+  CHECK(same.data() != t.data());
+  // This test program does not include <kiln/backend/cuda/runtime.hpp>: no CUDA support.
+  CHECK_THROWS_WITH_AS(t.cuda(), doctest::Contains("no CUDA support"), kiln::DeviceError);
+  CHECK_THROWS_AS(kiln::Tensor<float>({4}, kiln::Device::cuda()), kiln::DeviceError);
+}

@@ -227,7 +227,7 @@ class Compiled {
     std::string s = runtime::explain<program>(std::string(Policy::fuse ? "fused" : "unfused") + ", " + Policy::mode_name +
                                               ", " + Policy::backend_name);
     if (const State* st = last_state()) {
-      s += "for input shapes";
+      s += st->device.is_cuda() ? "on " + st->device.str() + ", for input shapes" : "for input shapes";
       for (int i = 0; i < kSymbols; ++i)
         s += std::string(i ? ", " : " ") + graph().nodes[kSymbolNodes[i]].name + " " + st->key[i].str();
       s += ":\n";
@@ -519,7 +519,7 @@ class Compiled {
   }
 
   template <std::size_t... R>
-  auto make_outputs(const State& st, Device device, std::index_sequence<R...>) const {
+  auto make_outputs(const State& st, [[maybe_unused]] Device device, std::index_sequence<R...>) const {
     return std::tuple<Tensor<dtype_of<graph().outputs[kReturnedOutput[R]]>>...>(
         Tensor<dtype_of<graph().outputs[kReturnedOutput[R]]>>(st.shapes[graph().outputs[kReturnedOutput[R]]], device)...);
   }
