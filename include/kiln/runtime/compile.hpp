@@ -6,6 +6,9 @@
 #include "kiln/runtime/segments.hpp"
 
 namespace kiln {
+// In the backend's inline namespace (core/config.hpp) like the types they return, so that
+// translation units with and without the CUDA backend never share these symbols.
+inline namespace KILN_BACKEND_NS {
 
 template <class R>
 concept Compilable = Expression<R> || runtime::root_outputs<R>::multi;
@@ -32,4 +35,5 @@ std::string explain(const Root& root) {
   return compile<Policies...>(root).explain();
 }
 
+}  // inline namespace KILN_BACKEND_NS
 }  // namespace kiln

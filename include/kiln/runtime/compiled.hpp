@@ -484,7 +484,12 @@ class Compiled {
         throw DeviceError(std::string("kiln: '") + graph().nodes[kSymbolNodes[0]].name + "' is on " + in.device.str() +
                           " and '" + graph().nodes[kSymbolNodes[s]].name + "' on " + devices[s].str() +
                           "; bind tensors of one device (move them with .to())");
-#if !KILN_WITH_CUDA
+#if KILN_WITH_CUDA
+    // Checked before planning: a GEMM's cuBLASLt algorithms are chosen on the current device.
+    if (in.device.is_cuda() && cuda::current_device() != in.device.index)
+      throw DeviceError("kiln: the bound tensors are on " + in.device.str() + ", the current device is cuda:" +
+                        std::to_string(cuda::current_device()) + "; call cudaSetDevice first");
+#else
     if (in.device.is_cuda())
       throw DeviceError(std::string("kiln: '") + graph().nodes[kSymbolNodes[0]].name + "' is on " + in.device.str() +
                         ", and this translation unit has kiln's CPU backend only; build it with nvcc, or link it "
@@ -639,9 +644,6 @@ class Compiled {
   // replay a CUDA graph of them (cuda::GraphCache: one per set of tensor addresses).
   void execute_cuda(State& st, const Inputs& in, std::array<void*, kMaxBuffers>& ptr) {
     const int dev = in.device.index;
-    if (cuda::current_device() != dev)
-      throw DeviceError("kiln: the bound tensors are on " + in.device.str() + ", the current device is cuda:" +
-                        std::to_string(cuda::current_device()) + "; call cudaSetDevice first");
     cudaStream_t stream = cuda::stream();
     cuda::Buffer call_arena;
     std::byte* arena = nullptr;
@@ -697,14 +699,13 @@ class Compiled {
   void launch_cuda(State& st, cudaStream_t stream) {
     using Desc = typename program::template kernel<G>;
     auto& pr = std::get<G>(st.kernels);
-    if constexpr (requires { pr.args.epilogue; }) cuda::run_gemm<Desc>(pr.args, *pr.gemm_plan, pr.cuda_config, stream);
+    if constexpr (requires { pr.args.epilogue; }) cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream);
     else cuda::launch<Desc>(pr.args, pr.cuda_config, stream, pr.scratch.get());
   }
 
   // Times each kernel with CUDA events (profile(true)); synchronises once per call.
   void profile_cuda(State& st, cudaStream_t stream) {
-    std::array<cudaEvent_t, nkernels + 1> ev{};
-    for (auto& e : ev) KILN_CUDA_CHECK(cudaEventCreate(&e));
+    std::array<cuda::Event, nkernels + 1> ev;
     KILN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
@@ -712,12 +713,7 @@ class Compiled {
       KILN_CUDA_CHECK(cudaEventRecord(ev[G + 1], stream));
     });
     KILN_CUDA_CHECK(cudaEventSynchronize(ev[nkernels]));
-    for (int g = 0; g < nkernels; ++g) {
-      float ms = 0;
-      KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[g], ev[g + 1]));
-      st.profile_ms[g] += ms;
-    }
-    for (auto& e : ev) (void)cudaEventDestroy(e);
+    for (int g = 0; g < nkernels; ++g) st.profile_ms[g] += ev[g + 1].since(ev[g]);
   }
 
   // MaxAutotune on CUDA: each candidate (block size and row layout; the heuristic's first
@@ -735,13 +731,11 @@ class Compiled {
       return;
     }
     std::vector<cpu::LaunchConfig> cands;
-    if constexpr (requires { pr.args.epilogue; }) cands = cuda::gemm_candidates(*pr.gemm_plan);
+    if constexpr (requires { pr.args.epilogue; }) cands = cuda::gemm_candidates(pr.gemm_plan.get());
     else cands = cuda::candidates<Desc>();
     TuneRecord best{{}, 1e300};
     std::string notes;
-    cudaEvent_t e0, e1;
-    KILN_CUDA_CHECK(cudaEventCreate(&e0));
-    KILN_CUDA_CHECK(cudaEventCreate(&e1));
+    cuda::Event e0, e1;
     for (const cpu::LaunchConfig& c : cands) {
       pr.cuda_config = c;
       launch_cuda<G>(st, stream);  // warm-up
@@ -750,16 +744,11 @@ class Compiled {
         KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
         launch_cuda<G>(st, stream);
         KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
-        KILN_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        best_ms = std::min(best_ms, ms);
+        best_ms = std::min(best_ms, e1.since(e0));
       }
       notes += (notes.empty() ? "" : "; ") + describe_cuda(c) + " " + std::to_string(best_ms) + " ms";
       if (best_ms < best.ms) best = {c, best_ms};
     }
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
     pr.cuda_config = best.config;
     cache.store(key, best);
     ++stats_.tuned;

@@ -110,9 +110,22 @@ cublasOperation_t operand_layout(const cpu::MatrixView<T>& v, std::uint64_t cols
                     std::to_string(v.row) + ", " + std::to_string(v.col) + "); make it contiguous first");
 }
 
-// Builds the descriptors for g's shape and strides (pointers are set at launch).
+// The largest power of two up to 64 that divides every matrix start of an operand: its
+// buffer's start (64-byte aligned at least) plus multiples of its batch stride.
+template <class T>
+std::uint32_t operand_alignment(index_t batch_stride, int batch) {
+  std::uint32_t align = 64;
+  const auto stride_bytes = static_cast<std::uint64_t>(batch_stride) * sizeof(T);
+  if (batch > 1 && stride_bytes > 0)
+    while (stride_bytes % align != 0) align /= 2;
+  return align;
+}
+
+// Builds the descriptors for g's shape and strides (pointers are set at launch); none for an
+// empty product (a zero batch, m, n or k), which run_gemm handles without cuBLASLt.
 template <class T, class G>
 std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
+  if (g.batch == 0 || g.m == 0 || g.n == 0 || g.k == 0) return nullptr;
   auto p = std::make_unique<GemmPlan>();
   const auto m = static_cast<std::uint64_t>(g.m), n = static_cast<std::uint64_t>(g.n), k = static_cast<std::uint64_t>(g.k);
   const int batch = static_cast<int>(g.batch);
@@ -127,6 +140,15 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
   KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const std::size_t ws = kLtWorkspace;
   KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  // The alignment the operands are known to have (cuBLASLt assumes 256 bytes unless told):
+  // buffers start at 64 bytes or more (arena offsets, allocator blocks); each matrix of a batch
+  // starts at a multiple of its batch stride.
+  const std::uint32_t align_a = operand_alignment<T>(g.b.batch, batch), align_b = operand_alignment<T>(g.a.batch, batch),
+                      align_c = operand_alignment<T>(static_cast<index_t>(m * n), batch);
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(LtContext::get().handle, p->op, p->la, p->lb, p->lc, p->lc, pref,
                                                            8, p->algos, &p->nalgos);
   cublasLtMatmulPreferenceDestroy(pref);
@@ -141,18 +163,19 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
 // Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel.
 // config.variant: which of the heuristic's algorithms (0: its first).
 template <class Desc>
-void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan& plan,
+void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
               const cpu::LaunchConfig& cfg, cudaStream_t stream) {
   using T = typename Desc::value_type;
-  if (g.m > 0 && g.n > 0) {
-    if (g.k == 0) {
+  if (g.batch > 0 && g.m > 0 && g.n > 0) {
+    if (g.k == 0 || !plan) {  // an empty inner dimension: the product is zero
       KILN_CUDA_CHECK(cudaMemsetAsync(g.acc, 0, sizeof(T) * g.batch * g.m * g.n, stream));
     } else {
       const T alpha = 1, beta = 0;
       LtContext& lt = LtContext::get();
-      const int i = cfg.variant < plan.nalgos ? cfg.variant : 0;
-      KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan.op, &alpha, g.b.ptr, plan.la, g.a.ptr, plan.lb, &beta, g.acc, plan.lc,
-                                       g.acc, plan.lc, &plan.algos[i].algo, lt.workspace.get(), kLtWorkspace, stream));
+      const int i = cfg.variant < plan->nalgos ? cfg.variant : 0;
+      KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->op, &alpha, g.b.ptr, plan->la, g.a.ptr, plan->lb, &beta, g.acc,
+                                       plan->lc, g.acc, plan->lc, &plan->algos[i].algo, lt.workspace.get(), kLtWorkspace,
+                                       stream));
     }
   }
   if constexpr (Desc::has_epilogue) {
@@ -161,10 +184,10 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
 }
 
-// MaxAutotune's GEMM candidates: the heuristic's first algorithms.
-inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan& plan) {
+// MaxAutotune's GEMM candidates: the heuristic's first algorithms (none for an empty product).
+inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan) {
   std::vector<cpu::LaunchConfig> c;
-  for (int i = 0; i < std::min(plan.nalgos, 4); ++i) c.push_back({0, 0, i, 0});
+  for (int i = 0; i < (plan ? std::min(plan->nalgos, 4) : 1); ++i) c.push_back({0, 0, i, 0});
   return c;
 }
 

@@ -113,6 +113,26 @@ class StreamGuard {
 
 inline void synchronize() { KILN_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
+// A CUDA event, destroyed with its scope (so a throwing launch leaks none).
+class Event {
+ public:
+  Event() { KILN_CUDA_CHECK(cudaEventCreate(&e_)); }
+  ~Event() { (void)cudaEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  operator cudaEvent_t() const { return e_; }
+  // Milliseconds from `start` to this event, after waiting for it.
+  float since(const Event& start) const {
+    KILN_CUDA_CHECK(cudaEventSynchronize(e_));
+    float ms = 0;
+    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, e_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
 struct MemoryStats {
   std::size_t allocated_bytes = 0;  // in live blocks (rounded sizes)
   std::size_t cached_bytes = 0;     // in free lists
