@@ -1,49 +1,16 @@
 // kiln on one CUDA GPU: W1-W5 at WORKLOADS.md's GPU sizes, f32, in Eager, Default,
 // ReduceOverhead (CUDA graphs) and MaxAutotune, plus the device-to-device copy that sets the
-// bandwidth ceiling in the same run. Timing as the PyTorch peer (bench/peers/
-// torch_workloads.py) does it: CUDA events around kCalls back-to-back calls, the time per call
-// reported as manual time (use --benchmark_repetitions and the median). Counters: GBps (the
-// fewest bytes the workload must move, over the time), TFLOPs, peak_MB (kiln's allocator, the
-// inputs and outputs included). Run by scripts/bench_gpu.sh.
+// bandwidth ceiling in the same run. Timed by bench::time_calls (gpu_timing.hpp; use
+// --benchmark_repetitions and the median). Counters: GBps (the fewest bytes the workload must
+// move, over the time), TFLOPs, peak_MB (kiln's allocator, the inputs and outputs included).
+// Run by scripts/bench_gpu.sh.
 #include <cstdio>
 #include <cstdlib>
 #include <tuple>
 
-#include "common.hpp"
+#include "gpu_timing.hpp"
 
 namespace {
-
-constexpr int kCalls = 10;
-
-// Times `call` kCalls times between two events per benchmark iteration.
-template <class Call>
-void time_calls(benchmark::State& state, Call&& call, double bytes, double flops) {
-  call();  // the first call plans (and tunes, and for ReduceOverhead runs without a graph)
-  call();  // ReduceOverhead: captures its graph
-  kiln::cuda::synchronize();
-  kiln::cuda::reset_peak_memory();
-  cudaEvent_t e0, e1;
-  KILN_CUDA_CHECK(cudaEventCreate(&e0));
-  KILN_CUDA_CHECK(cudaEventCreate(&e1));
-  cudaStream_t s = kiln::cuda::stream();
-  double total_ms = 0;
-  for (auto _ : state) {
-    KILN_CUDA_CHECK(cudaEventRecord(e0, s));
-    for (int i = 0; i < kCalls; ++i) call();
-    KILN_CUDA_CHECK(cudaEventRecord(e1, s));
-    KILN_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    state.SetIterationTime(ms / 1e3 / kCalls);
-    total_ms += ms / kCalls;
-  }
-  const double per_call_s = total_ms / 1e3 / static_cast<double>(state.iterations());
-  state.counters["GBps"] = bytes / per_call_s / 1e9;
-  if (flops > 0) state.counters["TFLOPs"] = flops / per_call_s / 1e12;
-  state.counters["peak_MB"] = static_cast<double>(kiln::cuda::memory_stats().peak_bytes) / 1e6;
-  (void)cudaEventDestroy(e0);
-  (void)cudaEventDestroy(e1);
-}
 
 // Eager and Default return fresh outputs (from the caching allocator); ReduceOverhead and
 // MaxAutotune write into the caller's output.
@@ -51,7 +18,7 @@ template <bench::Mode M, class Expr, class... Bs>
 void run(benchmark::State& state, const Expr& e, const kiln::Shape& out_shape, double bytes, double flops, const Bs&... bs) {
   auto f = bench::compiled<M>(e);
   kiln::Tensor<float> out(out_shape, kiln::Device::cuda());
-  time_calls(state, [&] {
+  bench::time_calls(state, [&] {
     if constexpr (M == bench::Mode::Eager || M == bench::Mode::Default) benchmark::DoNotOptimize(f(bs...));
     else f.into(out, bs...);
   }, bytes, flops);
@@ -61,7 +28,7 @@ void Copy(benchmark::State& state) {
   const std::size_t n = std::size_t{1} << 28;
   kiln::Tensor<float> a({n}, kiln::Device::cuda()), b({n}, kiln::Device::cuda());
   a.fill(1.0f);
-  time_calls(state, [&] {
+  bench::time_calls(state, [&] {
     KILN_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), n * 4, cudaMemcpyDeviceToDevice, kiln::cuda::stream()));
   }, 8.0 * n, 0);
 }

@@ -1,12 +1,9 @@
 // W5 on one CUDA GPU: the training step of bench/w5.hpp (forward, backward, AdamW in place on
 // 6 parameters and 12 moments), f32, batch 256, in Eager, Default, ReduceOverhead (CUDA
-// graphs) and MaxAutotune. Timed as bench_gpu times W1-W4: CUDA events around back-to-back
-// steps. The step count t stays on the device (one value: the work per step is the same).
+// graphs) and MaxAutotune. Timed as bench_gpu times W1-W4 (bench::time_calls: CUDA events
+// around back-to-back steps). The step count t stays on the device (one value: the work per step is the same).
+#include "gpu_timing.hpp"
 #include "w5.hpp"
-
-#include <cuda_runtime_api.h>
-
-#include <kiln/backend/cuda/runtime.hpp>
 
 namespace {
 using namespace w5;
@@ -34,37 +31,8 @@ void W5(benchmark::State& bs) {
   host.tt[0] = 1.0f;
   DeviceState s(host);
   auto f = bench::compiled<M>(w5_step());
-  for (int i = 0; i < 3; ++i) s.step(f);  // plan (tune), then capture
-  kiln::cuda::synchronize();
-  kiln::cuda::reset_peak_memory();
-  constexpr int kCalls = 10;
-  cudaEvent_t e0, e1;
-  KILN_CUDA_CHECK(cudaEventCreate(&e0));
-  KILN_CUDA_CHECK(cudaEventCreate(&e1));
-  double total = 0;
-  for (auto _ : bs) {
-    KILN_CUDA_CHECK(cudaEventRecord(e0, kiln::cuda::stream()));
-    for (int i = 0; i < kCalls; ++i) s.step(f);
-    KILN_CUDA_CHECK(cudaEventRecord(e1, kiln::cuda::stream()));
-    KILN_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    bs.SetIterationTime(ms / 1e3 / kCalls);
-    total += ms / 1e3 / kCalls;
-  }
-  const double per = total / static_cast<double>(bs.iterations());
-  bs.counters["GBps"] = kBytes / per / 1e9;
-  bs.counters["TFLOPs"] = kFlops / per / 1e12;
-  bs.counters["peak_MB"] = static_cast<double>(kiln::cuda::memory_stats().peak_bytes) / 1e6;
-  if constexpr (M != bench::Mode::Eager) {
-    if (std::getenv("KILN_W5_PROFILE")) {
-      f.profile();
-      for (int i = 0; i < 20; ++i) s.step(f);
-      std::fprintf(stderr, "%s\n", f.explain().c_str());
-    }
-  }
-  (void)cudaEventDestroy(e0);
-  (void)cudaEventDestroy(e1);
+  bench::time_calls(bs, [&] { s.step(f); }, kBytes, kFlops, /*warmups=*/3);  // plan (tune), then capture
+  if constexpr (M != bench::Mode::Eager) print_profile_if_asked(f, s);
 }
 #define KILN_W5(M) BENCHMARK(W5<bench::Mode::M>)->Name("W5/f32/" #M)->UseManualTime()->Unit(benchmark::kMillisecond);
 KILN_W5(Eager)

@@ -18,15 +18,7 @@ void W5(benchmark::State& bs) {
   s.step(f);  // the first call plans (and tunes)
   for (auto _ : bs) s.step(f);
   bench::set_counters(bs, kBytes, kFlops);
-  // KILN_W5_PROFILE=1: after the timed loop, 20 profiled calls and the plan with each kernel's
-  // time (Compiled::profile), on stderr.
-  if constexpr (M != bench::Mode::Eager) {
-    if (std::getenv("KILN_W5_PROFILE")) {
-      f.profile();
-      for (int i = 0; i < 20; ++i) s.step(f);
-      std::fprintf(stderr, "%s\n", f.explain().c_str());
-    }
-  }
+  if constexpr (M != bench::Mode::Eager) print_profile_if_asked(f, s);
 }
 #define KILN_W5(M) BENCHMARK(W5<bench::Mode::M>)->Name("W5/kiln/" #M)->UseRealTime()->Unit(benchmark::kMillisecond);
 KILN_W5(Eager)

@@ -3,6 +3,8 @@
 // and its flop and byte counts, shared by bench_train (CPU) and bench_gpu_train (CUDA).
 #pragma once
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <tuple>
 
 #include "common.hpp"
@@ -78,5 +80,15 @@ constexpr double kFlops = 2 * kForward + 2.0 * kBatch * (kHidden * kHidden + kHi
 // Minimum traffic: the batch, and each parameter and its two moments read and written.
 constexpr double kParams = kIn * kHidden + kHidden + kHidden * kHidden + kHidden + kHidden * kOut + kOut;
 constexpr double kBytes = 4.0 * (kBatch * (kIn + 1) + 6 * kParams);
+
+// KILN_W5_PROFILE=1: after the timed loop, 20 profiled steps and the plan with each kernel's
+// time (Compiled::profile), on stderr.
+template <class F, class S>
+void print_profile_if_asked(F& f, S& state) {
+  if (!std::getenv("KILN_W5_PROFILE")) return;
+  f.profile();
+  for (int i = 0; i < 20; ++i) state.step(f);
+  std::fprintf(stderr, "%s\n", f.explain().c_str());
+}
 
 }  // namespace w5
