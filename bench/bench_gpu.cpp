@@ -1,10 +1,11 @@
-// kiln on one CUDA GPU: W1-W5 at WORKLOADS.md's GPU sizes, f32, in Eager, Default,
+// kiln on one CUDA GPU: W1-W4 at WORKLOADS.md's GPU sizes, f32 and bf16, in Eager, Default,
 // ReduceOverhead (CUDA graphs) and MaxAutotune, plus the device-to-device copy that sets the
 // bandwidth ceiling in the same run. Timed by bench::time_calls (gpu_timing.hpp; use
 // --benchmark_repetitions and the median). Counters: GBps (the fewest bytes the workload must
 // move, over the time), TFLOPs, peak_MB (kiln's allocator, the inputs and outputs included).
 // Run by scripts/bench_gpu.sh.
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <tuple>
 
@@ -14,10 +15,10 @@ namespace {
 
 // Eager and Default return fresh outputs (from the caching allocator); ReduceOverhead and
 // MaxAutotune write into the caller's output.
-template <bench::Mode M, class Expr, class... Bs>
+template <bench::Mode M, class S, class Expr, class... Bs>
 void run(benchmark::State& state, const Expr& e, const kiln::Shape& out_shape, double bytes, double flops, const Bs&... bs) {
   auto f = bench::compiled<M>(e);
-  kiln::Tensor<float> out(out_shape, kiln::Device::cuda());
+  kiln::Tensor<S> out(out_shape, kiln::Device::cuda());
   bench::time_calls(state, [&] {
     if constexpr (M == bench::Mode::Eager || M == bench::Mode::Default) benchmark::DoNotOptimize(f(bs...));
     else f.into(out, bs...);
@@ -34,62 +35,78 @@ void Copy(benchmark::State& state) {
 }
 BENCHMARK(Copy)->Name("Copy/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
 
-constexpr auto x1 = kiln::input<"x", 1>();
-template <bench::Mode M>
+// Inputs drawn in f32 and converted, as the PyTorch script does, so both types see the same
+// values.
+template <class S>
+kiln::Tensor<S> randn_cuda(const kiln::Shape& shape, std::uint64_t seed) {
+  return kiln::randn<float>(shape, seed).template as<S>().cuda();
+}
+
+// Bytes: the fewest the workload must move (each input read once, the output written once).
+template <bench::Mode M, class S>
 void W1(benchmark::State& state) {
+  constexpr auto x = kiln::input<"x", 1, S>();
   const std::size_t n = std::size_t{1} << 26;
-  const auto xd = kiln::randn<float>({n}, 1).cuda();
-  run<M>(state, kiln::gelu(x1 * 1.5f + 0.5f) * kiln::sigmoid(x1) + kiln::tanh(x1), {n}, 8.0 * n, 0, x1 = xd);
+  const auto xd = randn_cuda<S>({n}, 1);
+  run<M, S>(state, kiln::gelu(x * 1.5f + 0.5f) * kiln::sigmoid(x) + kiln::tanh(x), {n}, 2.0 * sizeof(S) * n, 0, x = xd);
 }
 
-constexpr auto x = kiln::input<"x", 2>();
-constexpr auto r = kiln::input<"r", 2>();
-constexpr auto g = kiln::param<"g", 1>();
-constexpr auto b = kiln::param<"b", 1>();
-template <bench::Mode M>
+template <bench::Mode M, class S>
 void W2(benchmark::State& state) {
+  constexpr auto x = kiln::input<"x", 2, S>();
+  constexpr auto r = kiln::input<"r", 2, S>();
+  constexpr auto g = kiln::param<"g", 1, S>();
+  constexpr auto b = kiln::param<"b", 1, S>();
   const std::size_t rows = 16384, d = 768;
-  const auto xd = kiln::randn<float>({rows, d}, 1).cuda(), rd = kiln::randn<float>({rows, d}, 2).cuda();
-  const auto gd = kiln::randn<float>({d}, 3).cuda(), bd = kiln::randn<float>({d}, 4).cuda();
-  run<M>(state, kiln::layer_norm(x + r, g, b, 1e-5), {rows, d}, 12.0 * rows * d, 0, x = xd, r = rd, g = gd, b = bd);
+  const auto xd = randn_cuda<S>({rows, d}, 1), rd = randn_cuda<S>({rows, d}, 2);
+  const auto gd = randn_cuda<S>({d}, 3), bd = randn_cuda<S>({d}, 4);
+  run<M, S>(state, kiln::layer_norm(x + r, g, b, 1e-5), {rows, d}, 3.0 * sizeof(S) * rows * d, 0, x = xd, r = rd, g = gd,
+            b = bd);
 }
 
-template <bench::Mode M>
+template <bench::Mode M, class S>
 void W3(benchmark::State& state) {
+  constexpr auto x = kiln::input<"x", 2, S>();
   const std::size_t rows = 16384, d = 1024;
-  const auto sd = kiln::randn<float>({rows, d}, 1).cuda();
-  run<M>(state, kiln::softmax(x * 0.125f), {rows, d}, 8.0 * rows * d, 0, x = sd);
+  const auto sd = randn_cuda<S>({rows, d}, 1);
+  run<M, S>(state, kiln::softmax(x * 0.125f), {rows, d}, 2.0 * sizeof(S) * rows * d, 0, x = sd);
 }
 
-constexpr auto w1 = kiln::param<"w1", 2>();
-constexpr auto b1 = kiln::param<"b1", 1>();
-constexpr auto w2 = kiln::param<"w2", 2>();
-constexpr auto b2 = kiln::param<"b2", 1>();
-template <bench::Mode M>
+template <bench::Mode M, class S>
 void W4(benchmark::State& state) {
+  constexpr auto x = kiln::input<"x", 2, S>();
+  constexpr auto w1 = kiln::param<"w1", 2, S>();
+  constexpr auto b1 = kiln::param<"b1", 1, S>();
+  constexpr auto w2 = kiln::param<"w2", 2, S>();
+  constexpr auto b2 = kiln::param<"b2", 1, S>();
   const std::size_t B = static_cast<std::size_t>(state.range(0)), d = 768, h = 3072;
-  const auto xd = kiln::randn<float>({B, d}, 1).cuda();
-  const auto w1d = kiln::randn<float>({d, h}, 2).cuda(), b1d = kiln::randn<float>({h}, 3).cuda();
-  const auto w2d = kiln::randn<float>({h, d}, 4).cuda(), b2d = kiln::randn<float>({d}, 5).cuda();
-  const double flops = 2.0 * B * d * h * 2, bytes = 4.0 * (2 * d * h + h + d + 2 * B * d);
-  run<M>(state, kiln::matmul(kiln::gelu(kiln::matmul(x, w1) + b1), w2) + b2, {B, d}, bytes, flops, x = xd, w1 = w1d,
-         b1 = b1d, w2 = w2d, b2 = b2d);
+  const auto xd = randn_cuda<S>({B, d}, 1);
+  const auto w1d = randn_cuda<S>({d, h}, 2), b1d = randn_cuda<S>({h}, 3);
+  const auto w2d = randn_cuda<S>({h, d}, 4), b2d = randn_cuda<S>({d}, 5);
+  const double flops = 2.0 * B * d * h * 2, bytes = double(sizeof(S)) * (2 * d * h + h + d + 2 * B * d);
+  run<M, S>(state, kiln::matmul(kiln::gelu(kiln::matmul(x, w1) + b1), w2) + b2, {B, d}, bytes, flops, x = xd, w1 = w1d,
+            b1 = b1d, w2 = w2d, b2 = b2d);
 }
 
-#define KILN_MODES(W, NAME, ...)                                                                                       \
-  BENCHMARK(W<bench::Mode::Eager>)->Name(NAME "/f32/Eager")->UseManualTime()->Unit(benchmark::kMillisecond)__VA_ARGS__; \
-  BENCHMARK(W<bench::Mode::Default>)->Name(NAME "/f32/Default")->UseManualTime()->Unit(benchmark::kMillisecond)__VA_ARGS__; \
-  BENCHMARK(W<bench::Mode::ReduceOverhead>)->Name(NAME "/f32/ReduceOverhead")->UseManualTime()->Unit(benchmark::kMillisecond)__VA_ARGS__; \
-  BENCHMARK(W<bench::Mode::MaxAutotune>)->Name(NAME "/f32/MaxAutotune")->UseManualTime()->Unit(benchmark::kMillisecond)__VA_ARGS__;
-KILN_MODES(W1, "W1")
-KILN_MODES(W2, "W2")
-KILN_MODES(W3, "W3")
-
-#define KILN_W4(B)                                                                                                           \
-  BENCHMARK(W4<bench::Mode::Eager>)->Name("W4/B" #B "/f32/Eager")->Arg(B)->UseManualTime()->Unit(benchmark::kMillisecond);   \
-  BENCHMARK(W4<bench::Mode::Default>)->Name("W4/B" #B "/f32/Default")->Arg(B)->UseManualTime()->Unit(benchmark::kMillisecond); \
-  BENCHMARK(W4<bench::Mode::ReduceOverhead>)->Name("W4/B" #B "/f32/ReduceOverhead")->Arg(B)->UseManualTime()->Unit(benchmark::kMillisecond); \
-  BENCHMARK(W4<bench::Mode::MaxAutotune>)->Name("W4/B" #B "/f32/MaxAutotune")->Arg(B)->UseManualTime()->Unit(benchmark::kMillisecond);
+using kiln::bf16;
+#define KILN_MODE(W, NAME, S, MODE, ...) \
+  BENCHMARK(W<bench::Mode::MODE, S>)->Name(NAME "/" #S "/" #MODE)->UseManualTime()->Unit(benchmark::kMillisecond)__VA_ARGS__;
+#define KILN_MODES(W, NAME, S, ...)                 \
+  KILN_MODE(W, NAME, S, Eager, __VA_ARGS__)          \
+  KILN_MODE(W, NAME, S, Default, __VA_ARGS__)        \
+  KILN_MODE(W, NAME, S, ReduceOverhead, __VA_ARGS__) \
+  KILN_MODE(W, NAME, S, MaxAutotune, __VA_ARGS__)
+// Named W1/f32/Eager, W4/B16/bf16/ReduceOverhead, ..., as report_gpu.py reads them.
+using f32 = float;
+KILN_MODES(W1, "W1", f32)
+KILN_MODES(W2, "W2", f32)
+KILN_MODES(W3, "W3", f32)
+KILN_MODES(W1, "W1", bf16)
+KILN_MODES(W2, "W2", bf16)
+KILN_MODES(W3, "W3", bf16)
+#define KILN_W4(B)                            \
+  KILN_MODES(W4, "W4/B" #B, f32, ->Arg(B))    \
+  KILN_MODES(W4, "W4/B" #B, bf16, ->Arg(B))
 KILN_W4(1)
 KILN_W4(16)
 KILN_W4(256)

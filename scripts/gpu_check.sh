@@ -10,7 +10,7 @@ BUILD=${1:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-tests="test_cuda_ops test_cuda_modes test_cuda_training test_cuda_host_tu"
+tests="test_cuda_ops test_cuda_modes test_cuda_training test_cuda_host_tu test_cuda_dtypes"
 if [ -z "${KILN_GPU_BIN:-}" ]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_CUDA=ON -DKILN_BUILD_BENCHMARKS=ON \
     -DKILN_BUILD_EXAMPLES=OFF > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
@@ -26,7 +26,7 @@ for t in $tests; do
   [ $rc -eq 0 ] || { status=1; grep -B2 -A12 "ERROR\|FATAL\|terminate" "$OUT/$t.log" | head -60; }
 done
 [ "${KILN_SANITIZE:-1}" = 0 ] && exit "$status"
-for t in test_cuda_ops test_cuda_modes; do
+for t in test_cuda_ops test_cuda_modes test_cuda_dtypes; do
   timeout 75 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$KILN_GPU_BIN/$t" > "$OUT/memcheck_$t.log" 2>&1
   echo "memcheck $t: exit $? ($(grep -c '^========= Invalid\|^========= Program hit' "$OUT/memcheck_$t.log") errors); $(tail -1 "$OUT/memcheck_$t.log")"
 done

@@ -28,7 +28,8 @@ inline Array zeros(std::vector<std::size_t> s) { return {s, std::vector<double>(
 template <class T>
 Array from(const kiln::Tensor<T>& t) {
   Array a{std::vector<std::size_t>(t.shape().begin(), t.shape().end()), {}};
-  a.data.assign(t.data(), t.data() + t.numel());
+  a.data.resize(t.numel());
+  for (std::size_t i = 0; i < t.numel(); ++i) a.data[i] = static_cast<double>(kiln::widen(t[i]));
   return a;
 }
 
@@ -185,6 +186,17 @@ template <>
 struct Tol<double> {
   static constexpr double rtol = 1e-12, atol = 1e-13;
 };
+// 16-bit types: the result is rounded once to 8 (bf16) or 11 (f16) significant bits, so half
+// an ulp is 2^-8 or 2^-11 relative; inputs are already 16-bit, so a reference computed from
+// them in float64 differs by the one rounding plus float-accumulation noise.
+template <>
+struct Tol<kiln::bf16> {
+  static constexpr double rtol = 8e-3, atol = 1e-3;
+};
+template <>
+struct Tol<kiln::f16> {
+  static constexpr double rtol = 1e-3, atol = 1e-4;
+};
 
 template <class T>
 void check_close(const kiln::Tensor<T>& got, const Array& want, double rtol = Tol<T>::rtol, double atol = Tol<T>::atol) {
@@ -193,14 +205,14 @@ void check_close(const kiln::Tensor<T>& got, const Array& want, double rtol = To
   std::size_t bad = 0, first = 0;
   double worst = 0;
   for (std::size_t i = 0; i < want.numel(); ++i) {
-    const double g = got[i], w = want.data[i];
+    const double g = static_cast<double>(kiln::widen(got[i])), w = want.data[i];
     const bool ok = (std::isnan(w) && std::isnan(g)) || (std::isinf(w) && g == w) ||
                     std::abs(g - w) <= atol + rtol * std::abs(w);
     if (!ok && bad++ == 0) first = i;
     if (std::isfinite(w)) worst = std::max(worst, std::abs(g - w) / (atol + rtol * std::abs(w)));
   }
   INFO("elements out of tolerance: " << bad << " of " << want.numel() << "; first at " << first
-                                     << (bad ? " got " + std::to_string(double(got[first])) + " want " + std::to_string(want.data[first]) : "")
+                                     << (bad ? " got " + std::to_string(static_cast<double>(kiln::widen(got[first]))) + " want " + std::to_string(want.data[first]) : "")
                                      << "; worst error / tolerance " << worst);
   CHECK(bad == 0);
 }

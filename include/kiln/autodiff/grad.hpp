@@ -92,7 +92,7 @@ struct Reverse {
   template <int I, class Root, class Cots>
   static constexpr auto cotangent(const Root& root, const Cots& cots) {
     if constexpr (I == N - 1) {
-      return Constant<T>(T(1));  // the loss itself
+      return Constant<T>(1);  // the loss itself
     } else if constexpr (uses::template count<I> == 0) {
       return NoGrad{};
     } else {
@@ -122,9 +122,9 @@ template <class D, class T, class Cots, class W>
 constexpr auto gradient_of(const Cots& cots, const W& w) {
   constexpr int id = dag_find<W, D>::value;
   if constexpr (id < 0) {
-    return expand_as(Constant<T>(T(0)), w);
+    return expand_as(Constant<T>(0), w);
   } else if constexpr (std::is_same_v<std::tuple_element_t<id, Cots>, NoGrad>) {
-    return expand_as(Constant<T>(T(0)), w);
+    return expand_as(Constant<T>(0), w);
   } else {
     return std::get<id>(cots);
   }

@@ -106,11 +106,11 @@ constexpr auto jvp(const Y& y, const Tangent<X, Dx>&... ts) {
     return h;
   }();
   if constexpr (D::size == 0) {
-    return expand_as(Constant<T>(T(0)), y);
+    return expand_as(Constant<T>(0), y);
   } else {
     const auto all = autodiff::Forward<D, tag, Tangent<X, Dx>...>::template run<0>(y, std::tuple<>{}, ts...);
     const auto& t = std::get<D::size - 1>(all);  // the root is the last entry
-    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, autodiff::NoGrad>) return expand_as(Constant<T>(T(0)), y);
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, autodiff::NoGrad>) return expand_as(Constant<T>(0), y);
     else return expand_as(t, y);
   }
 }

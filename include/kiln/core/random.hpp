@@ -41,15 +41,16 @@ Tensor<T> randn(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0)
 
 // Uniform samples in [lo, hi).
 template <class T>
-Tensor<T> rand(const Shape& shape, std::uint64_t seed = 0, T lo = T(0), T hi = T(1)) {
+Tensor<T> rand(const Shape& shape, std::uint64_t seed = 0, T lo = T(0.0f), T hi = T(1.0f)) {
   Tensor<T> t(shape);
   const std::uint64_t key = detail::splitmix64(seed ^ 0x72616e64ull);
   for (std::size_t i = 0; i < t.numel(); ++i)
-    t[i] = static_cast<T>(lo + (hi - lo) * detail::unit_open(detail::splitmix64(key + i)));
+    t[i] = static_cast<T>(static_cast<double>(widen(lo)) +
+                          static_cast<double>(widen(hi) - widen(lo)) * detail::unit_open(detail::splitmix64(key + i)));
   return t;
 }
 template <class T>
-Tensor<T> rand(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0, T lo = T(0), T hi = T(1)) {
+Tensor<T> rand(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0, T lo = T(0.0f), T hi = T(1.0f)) {
   return rand<T>(Shape(dims), seed, lo, hi);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/core/device.hpp"
+#include "kiln/core/dtype.hpp"
 #include "kiln/core/shape.hpp"
 
 namespace kiln {
@@ -96,8 +97,7 @@ T* aligned_new(std::size_t n) {
 
 template <class T>
 class Tensor {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kiln::Tensor: the element type must be float or double");
+  static_assert(is_element_type_v<T>, "kiln::Tensor: the element type must be float, double, kiln::bf16 or kiln::f16");
 
  public:
   using value_type = T;
@@ -132,6 +132,17 @@ class Tensor {
     return t;
   }
   Tensor cpu() const { return to(Device::cpu()); }
+
+  // A copy with element type U on the same device, each value converted (to a 16-bit type:
+  // rounded to nearest even), e.g. xt.as<kiln::bf16>(). A CUDA tensor's values go through the
+  // host.
+  template <class U>
+  Tensor<U> as() const {
+    if (device().is_cuda()) return cpu().template as<U>().to(device());
+    Tensor<U> t(shape_);
+    for (std::size_t i = 0; i < numel(); ++i) t[i] = static_cast<U>(static_cast<compute_t<U>>(widen((*this)[i])));
+    return t;
+  }
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   int rank() const { return shape_.rank(); }
   std::size_t numel() const { return data_ ? shape_.numel() : 0; }

@@ -86,8 +86,8 @@ struct Constant : ExprTag {
   static constexpr int rank = 0;
   static constexpr NodeKind kind = NodeKind::Constant;
   static constexpr bool stateless = false;
-  T value;
-  constexpr explicit Constant(T v) : value(v) {}
+  compute_t<T> value;  // a bf16 or f16 expression's constants stay in float, as its maths does
+  constexpr explicit Constant(compute_t<T> v) : value(v) {}
 };
 
 // A reference to a node already in a flattened graph: composite ops (softmax, layer_norm)
@@ -207,8 +207,7 @@ constexpr Outputs<std::remove_cvref_t<Es>...> outputs(Es... es) {
 template <fixed_string S, int Rank, class T, SymbolKind K>
 constexpr auto make_symbol() {
   static_assert(Rank >= 0 && Rank <= kMaxRank, "kiln::input/param: the rank must be between 0 and kiln::kMaxRank (6)");
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kiln::input/param: the element type must be float or double");
+  static_assert(is_element_type_v<T>, "kiln::input/param: the element type must be float, double, kiln::bf16 or kiln::f16");
   static_assert(S.size() > 0, "kiln::input/param: the name must not be empty");
   return []<std::size_t... I>(std::index_sequence<I...>) {
     return Symbol<fnv1a(S.view()), Rank, T, K, Name<S.data[I]...>>{};

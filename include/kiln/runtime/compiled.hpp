@@ -66,7 +66,7 @@ struct Prepared {
   typename Kernel::Args args{};
   int load_buffer[Desc::nloads > 0 ? Desc::nloads : 1] = {};
   int out_buffer = -1, a_buffer = -1, b_buffer = -1, acc_buffer = -1;
-  std::unique_ptr<cpu::GemmWorkspace<typename Desc::value_type>> workspace;  // GEMM kernels only
+  std::unique_ptr<cpu::GemmWorkspace<compute_t<typename Desc::value_type>>> workspace;  // GEMM kernels only
   bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
 #if KILN_WITH_CUDA
   std::unique_ptr<cuda::GemmPlan> gemm_plan;  // GEMM kernels on a CUDA device
@@ -1020,7 +1020,7 @@ class Compiled {
       pr.load_buffer[s] = f.buffer;
       load_strides(st.shapes[n], f, space_shape<G>(st, ki.load_space[s]), o, ra.outer[s], ra.inner[s]);
     }
-    for (int c = 0; c < Desc::nconsts; ++c) ra.consts[c] = static_cast<T>(constant_value(st, ki.const_node[c]));
+    for (int c = 0; c < Desc::nconsts; ++c) ra.consts[c] = static_cast<compute_t<T>>(constant_value(st, ki.const_node[c]));
     for (int s = 0; s < Desc::nstages; ++s) {
       const Shape p = space_shape<G>(st, s + 1);
       ra.stage_len[s] = static_cast<index_t>(p[p.size() - 1]);
@@ -1116,7 +1116,7 @@ class Compiled {
       } else
 #endif
       {
-        pr.workspace = std::make_unique<cpu::GemmWorkspace<T>>();
+        pr.workspace = std::make_unique<cpu::GemmWorkspace<compute_t<T>>>();
         pr.args.workspace = pr.workspace.get();
         Prepared<Desc>::Kernel::prepare(pr.args);
       }

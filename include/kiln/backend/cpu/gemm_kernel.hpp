@@ -54,7 +54,7 @@ struct GemmArgs {
   index_t batch = 1, m = 0, n = 0, k = 0;
   bool in_place = true;  // acc is the output and the epilogue's rows are acc's rows
   LaunchConfig config;
-  GemmWorkspace<T>* workspace = nullptr;
+  GemmWorkspace<compute_t<T>>* workspace = nullptr;
 };
 
 // Whether Eigen's packed kernel reads a matrix view directly: one of its strides is 1
@@ -167,6 +167,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
 
   // Called once per plan: Eigen's packing buffers for the largest tile, per thread.
   static void prepare(const Args& g) {
+    if constexpr (!std::is_same_v<T, compute_t<T>>) return;  // run_widened packs nothing
     if (g.workspace == nullptr || !packable(g.a) || !packable(g.b) || use_rows_loop(g)) return;
     const Tiling t = tiling(g);
     g.workspace->reserve(t.rows_per_tile, t.cols_per_tile, g.k, max_threads());
@@ -182,7 +183,33 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     return c;
   }
 
+  using C = compute_t<T>;
+
   static void run(const Args& g) {
+    if constexpr (std::is_same_v<T, C>) run_native(g);
+    else run_widened(g);
+  }
+
+  // 16-bit operands: widened to float, multiplied by Eigen in float, the product rounded once
+  // into acc; then the epilogue over the whole output. (PyTorch's CPU bf16 matmul rounds its
+  // result the same way.)
+  static void run_widened(const Args& g) {
+    using Mat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    Mat a(g.m, g.k), b(g.k, g.n), c(g.m, g.n);
+    for (index_t bt = 0; bt < g.batch; ++bt) {
+      for (index_t i = 0; i < g.m; ++i)
+        for (index_t kk = 0; kk < g.k; ++kk) a(i, kk) = widen(g.a.ptr[bt * g.a.batch + i * g.a.row + kk * g.a.col]);
+      for (index_t kk = 0; kk < g.k; ++kk)
+        for (index_t j = 0; j < g.n; ++j) b(kk, j) = widen(g.b.ptr[bt * g.b.batch + kk * g.b.row + j * g.b.col]);
+      if (g.k == 0) c.setZero();
+      else c.noalias() = a * b;
+      T* out = g.acc + bt * g.m * g.n;
+      for (index_t i = 0; i < g.m * g.n; ++i) out[i] = narrow<T>(c.data()[i]);
+    }
+    if constexpr (Desc::has_epilogue) Epilogue::run(g.epilogue);
+  }
+
+  static void run_native(const Args& g) {
     const Tiling t = tiling(g);
     const bool rows_loop = use_rows_loop(g);
     const bool packed = !rows_loop && packable(g.a) && packable(g.b) && g.workspace &&

@@ -34,46 +34,56 @@ struct ReduceToKernelCpu<lower::ReduceToKernel<T, Tree, NL, NC>> {
     return off;
   }
 
+  using C = compute_t<T>;  // the sums; T is the storage type
+
+  // Sums into acc, laid out as the output (the output itself when T computes in itself).
   template <bool Unit>
-  static void columns(const Args& a, index_t j0, index_t j1) {
+  static void columns(const Args& a, C* acc, index_t j0, index_t j1) {
     RowContext<T, NL, NC, 0, Unit> ctx;
     ctx.inner = a.inner;
     ctx.consts = a.consts;
     for (index_t r = 0; r < a.rows; ++r) {
       set_row(ctx, a, r);
-      T* __restrict o = a.out + out_offset(a, r);
+      C* __restrict o = acc + out_offset(a, r);
       KILN_SIMD
-      for (index_t j = j0; j < j1; ++j) o[j] += Tree::template eval<T>(ctx, j);
+      for (index_t j = j0; j < j1; ++j) o[j] += Tree::template eval<C>(ctx, j);
     }
   }
 
   template <bool Unit>
-  static void rows(const Args& a) {
+  static void rows(const Args& a, C* acc) {
     RowContext<T, NL, NC, 0, Unit> ctx;
     ctx.inner = a.inner;
     ctx.consts = a.consts;
     for (index_t r = 0; r < a.rows; ++r) {
       set_row(ctx, a, r);
-      a.out[out_offset(a, r)] += reduce_span<ReduceKind::Sum, T, Tree>(ctx, a.len);
+      acc[out_offset(a, r)] += reduce_span<ReduceKind::Sum, C, Tree>(ctx, a.len);
     }
   }
 
   static std::vector<LaunchConfig> candidates(const Args&) { return {{1, 0, 0, 0}, {max_threads(), 0, 0, 0}}; }
 
   static void run(const Args& a) {
-    std::fill_n(a.out, a.out_numel, T(0));
+    // A 16-bit output is summed in float apart and rounded once at the end.
+    std::vector<C> wide(std::is_same_v<T, C> ? 0 : a.out_numel);
+    C* acc;
+    if constexpr (std::is_same_v<T, C>) acc = a.out;
+    else acc = wide.data();
+    std::fill_n(acc, a.out_numel, C(0));
     if (a.out_inner != 0) {
       const index_t tasks = (a.len + kColumns - 1) / kColumns;
       parallel_for(tasks, threads_for(a.rows * a.len, a.config), [&](index_t t) {
         const index_t j0 = t * kColumns, j1 = std::min(a.len, j0 + kColumns);
-        if (a.unit_inner) columns<true>(a, j0, j1);
-        else columns<false>(a, j0, j1);
+        if (a.unit_inner) columns<true>(a, acc, j0, j1);
+        else columns<false>(a, acc, j0, j1);
       });
     } else if (a.unit_inner) {
-      rows<true>(a);
+      rows<true>(a, acc);
     } else {
-      rows<false>(a);
+      rows<false>(a, acc);
     }
+    if constexpr (!std::is_same_v<T, C>)
+      for (index_t i = 0; i < a.out_numel; ++i) a.out[i] = narrow<T>(acc[i]);
   }
 };
 

@@ -14,17 +14,20 @@
 #include <vector>
 
 #include "kiln/backend/cpu/parallel.hpp"
+#include "kiln/core/dtype.hpp"
 #include "kiln/expr/ops/reduce.hpp"
 #include "kiln/lower/evaluator.hpp"
 
 namespace kiln::cpu {
 
+// T is the storage type of every load and of the output; the maths runs in compute_t<T>
+// (float for bf16 and f16: loads widen, the store rounds).
 template <class T, int NL, int NC, int NS>
 struct RowArgs {
   const T* ptr[NL > 0 ? NL : 1] = {};
   index_t outer[NL > 0 ? NL : 1][kMaxRank] = {};
   index_t inner[NL > 0 ? NL : 1] = {};
-  T consts[NC > 0 ? NC : 1] = {};
+  compute_t<T> consts[NC > 0 ? NC : 1] = {};
   index_t stage_len[NS > 0 ? NS : 1] = {};
   int nrow_dims = 0;
   index_t row_dims[kMaxRank] = {};
@@ -42,28 +45,30 @@ inline constexpr index_t kShortRow = 32;  // rows shorter than this reduce in a 
 
 // The evaluation context of one row. Unit: every inner stride is 1. Cached: cached stages keep
 // their input's values for the row (cache[S] points at a buffer of the row's length).
+// Loads read storage type T and widen to C = compute_t<T>, in which everything else is kept.
 template <class T, int NL, int NC, int NS, bool Unit, bool Cached = false>
 struct RowContext {
+  using C = compute_t<T>;
   static constexpr bool row_cache = Cached;
   const T* row_ptr[NL > 0 ? NL : 1];
   const index_t* inner;
-  const T* consts;
-  T stages[NS > 0 ? NS : 1];
-  T* cache[NS > 0 ? NS : 1];
+  const C* consts;
+  C stages[NS > 0 ? NS : 1];
+  C* cache[NS > 0 ? NS : 1];
 
-  KILN_INLINE T cached(int s, index_t j) const { return cache[s][j]; }
+  KILN_INLINE C cached(int s, index_t j) const { return cache[s][j]; }
 
   template <int S>
-  KILN_INLINE T load(index_t j) const {
-    if constexpr (Unit) return row_ptr[S][j];
-    else return row_ptr[S][j * inner[S]];
+  KILN_INLINE C load(index_t j) const {
+    if constexpr (Unit) return widen(row_ptr[S][j]);
+    else return widen(row_ptr[S][j * inner[S]]);
   }
   template <int S>
-  KILN_INLINE T scalar() const {
-    return row_ptr[S][0];
+  KILN_INLINE C scalar() const {
+    return widen(row_ptr[S][0]);
   }
-  KILN_INLINE T constant(int c) const { return consts[c]; }
-  KILN_INLINE T stage(int k) const { return stages[k]; }
+  KILN_INLINE C constant(int c) const { return consts[c]; }
+  KILN_INLINE C stage(int k) const { return stages[k]; }
 };
 
 template <class T, int NL, int NC, int NS, bool Unit, bool Cached>
@@ -84,7 +89,7 @@ KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit, Cached>& ctx, const Row
 template <class T, class Tree, class Ctx>
 KILN_INLINE void eval_span(const Ctx& ctx, T* __restrict out, index_t j0, index_t j1) {
   KILN_SIMD
-  for (index_t j = j0; j < j1; ++j) out[j] = Tree::template eval<T>(ctx, j);
+  for (index_t j = j0; j < j1; ++j) out[j] = narrow<T>(Tree::template eval<compute_t<T>>(ctx, j));
 }
 
 // Reduces value(j) for j in [0, n) with K in a SIMD loop. OpenMP's max and min reductions
@@ -158,6 +163,7 @@ template <class T, class Out, class... Stages, int NL, int NC>
 struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>> {
   static constexpr int NS = sizeof...(Stages);
   using Args = RowArgs<T, NL, NC, NS>;
+  using C = compute_t<T>;
 
   static constexpr int kCachedStages = (0 + ... + Stages::cached);
 
@@ -166,7 +172,7 @@ struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>
     RowContext<T, NL, NC, NS, Unit, Cached> ctx;
     ctx.inner = a.inner;
     ctx.consts = a.consts;
-    alignas(64) T keep[Cached ? kCachedStages : 1][Cached ? kRowCache : 1];
+    alignas(64) C keep[Cached ? kCachedStages : 1][Cached ? kRowCache : 1];
     if constexpr (Cached) {
       int k = 0, s = 0;
       ((ctx.cache[s++] = Stages::cached ? keep[k++] : nullptr), ...);
@@ -178,7 +184,7 @@ struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>
 
   template <class Ctx, std::size_t... S>
   static KILN_INLINE void run_stages(Ctx& ctx, const Args& a, std::index_sequence<S...>) {
-    ((ctx.stages[S] = reduce_span<Stages::kind, T, typename Stages::tree, Ctx::row_cache && Stages::cached>(
+    ((ctx.stages[S] = reduce_span<Stages::kind, C, typename Stages::tree, Ctx::row_cache && Stages::cached>(
           ctx, a.stage_len[S], ctx.cache[S])),
      ...);
   }

@@ -1,4 +1,4 @@
-// kiln: GEMM + epilogue on CUDA (host code: any C++ compiler builds it). The product goes through cuBLASLt (f32 with f32 compute, no
+// kiln: GEMM + epilogue on CUDA (host code: any C++ compiler builds it). The product goes through cuBLASLt (f32 with f32 compute, no TF32; bf16 and f16 with f32 accumulation and a 16-bit result;
 // TF32; f64), then the epilogue, when the kernel has one, runs as the row kernel over the
 // result (in place when the result has the output's shape; the CPU backend's arguments
 // describe it). Transposed operands are read in place (cuBLASLt's op T); a broadcast operand
@@ -53,15 +53,27 @@ struct LtContext {
 
 template <class T>
 struct LtTypes;
+// Operands, result, and the accumulation: float for the 16-bit types (alpha and beta are then
+// floats too: the scale type is the compute type).
 template <>
 struct LtTypes<float> {
-  static constexpr cudaDataType_t data = CUDA_R_32F;
+  static constexpr cudaDataType_t data = CUDA_R_32F, scale = CUDA_R_32F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // no TF32
 };
 template <>
 struct LtTypes<double> {
-  static constexpr cudaDataType_t data = CUDA_R_64F;
+  static constexpr cudaDataType_t data = CUDA_R_64F, scale = CUDA_R_64F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F;
+};
+template <>
+struct LtTypes<bf16> {
+  static constexpr cudaDataType_t data = CUDA_R_16BF, scale = CUDA_R_32F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+template <>
+struct LtTypes<f16> {
+  static constexpr cudaDataType_t data = CUDA_R_16F, scale = CUDA_R_32F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
 // The cuBLASLt descriptors of one GEMM shape, and the algorithms its heuristic offers.
@@ -133,7 +145,7 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
   const cublasOperation_t ta = operand_layout<T>(g.b, n, k, batch, "right", p->la);
   const cublasOperation_t tb = operand_layout<T>(g.a, k, m, batch, "left", p->lb);
   p->lc = lt_layout<T>(n, m, static_cast<std::int64_t>(n), batch, static_cast<std::int64_t>(m * n));
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, LtTypes<T>::compute, LtTypes<T>::data));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, LtTypes<T>::compute, LtTypes<T>::scale));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   cublasLtMatmulPreference_t pref;
@@ -170,7 +182,7 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
     if (g.k == 0 || !plan) {  // an empty inner dimension: the product is zero
       KILN_CUDA_CHECK(cudaMemsetAsync(g.acc, 0, sizeof(T) * g.batch * g.m * g.n, stream));
     } else {
-      const T alpha = 1, beta = 0;
+      const compute_t<T> alpha = 1, beta = 0;
       LtContext& lt = LtContext::get();
       const int i = cfg.variant < plan->nalgos ? cfg.variant : 0;
       KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->op, &alpha, g.b.ptr, plan->la, g.a.ptr, plan->lb, &beta, g.acc,

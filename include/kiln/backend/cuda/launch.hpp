@@ -47,7 +47,7 @@ inline constexpr int kTotalBlocks = 1024;  // a total reduction's partials
 
 template <class Desc>
 std::size_t scratch_bytes() {
-  if constexpr (requires { Desc::total; }) return Desc::total ? kTotalBlocks * sizeof(typename Desc::value_type) : 0;
+  if constexpr (requires { Desc::total; }) return Desc::total ? kTotalBlocks * sizeof(compute_t<typename Desc::value_type>) : 0;
   else return 0;
 }
 

@@ -13,16 +13,18 @@
 
 namespace kiln::cuda {
 
+// S: the storage type of loads and output; T: the compute type of every accumulator.
 template <class Desc, class Args>
 __global__ void axis_reduce_kernel(const Args a, index_t out_rows) {
-  using T = typename Desc::value_type;
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
   using Op = Reduce<Desc::kind, 0, false, false>;
   const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= out_rows * a.len) return;
   const index_t out_row = e / a.len, j = e - out_row * a.len;
   index_t axis_stride;
   const index_t base_row = cpu::axis_base_row(a, out_row, axis_stride);
-  DeviceRowContext<T, Desc::nloads, Desc::nconsts, 0, false> ctx;
+  DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
   init_context(ctx, a);
   T acc = Op::template identity<T>();
   const index_t n = a.row_dims[a.axis];
@@ -30,18 +32,19 @@ __global__ void axis_reduce_kernel(const Args a, index_t out_rows) {
     set_row(ctx, a, base_row + k * axis_stride);
     acc = combine<Desc::kind>(acc, Desc::tree::template eval<T>(ctx, j));
   }
-  a.out[e] = Op::template finish<T>(acc, n);
+  a.out[e] = narrow<S>(Op::template finish<T>(acc, n));
 }
 
 inline constexpr int kTotalThreads = 256;
 
 // Stage 1: block b reduces elements [b*chunk, (b+1)*chunk) of rows x len into partial[b].
 template <class Desc, class Args>
-__global__ void total_partial_kernel(const Args a, typename Desc::value_type* partial, index_t chunk) {
-  using T = typename Desc::value_type;
+__global__ void total_partial_kernel(const Args a, compute_t<typename Desc::value_type>* partial, index_t chunk) {
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
   using Op = Reduce<Desc::kind, 0, false, false>;
   __shared__ T scratch[32];
-  DeviceRowContext<T, Desc::nloads, Desc::nconsts, 0, false> ctx;
+  DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
   init_context(ctx, a);
   const index_t total = a.rows * a.len, e0 = blockIdx.x * chunk, e1 = e0 + chunk < total ? e0 + chunk : total;
   T acc = Op::template identity<T>();
@@ -56,15 +59,16 @@ __global__ void total_partial_kernel(const Args a, typename Desc::value_type* pa
 }
 // Stage 2: one block combines the partials and finishes (mean divides by the count).
 template <class Desc>
-__global__ void total_finish_kernel(const typename Desc::value_type* partial, int n, typename Desc::value_type* out,
-                                    index_t count) {
-  using T = typename Desc::value_type;
+__global__ void total_finish_kernel(const compute_t<typename Desc::value_type>* partial, int n,
+                                    typename Desc::value_type* out, index_t count) {
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
   using Op = Reduce<Desc::kind, 0, false, false>;
   __shared__ T scratch[32];
   T acc = Op::template identity<T>();
   for (int i = threadIdx.x; i < n; i += blockDim.x) acc = combine<Desc::kind>(acc, partial[i]);
   acc = block_reduce<Desc::kind>(acc, scratch);
-  if (threadIdx.x == 0) out[0] = Op::template finish<T>(acc, count);
+  if (threadIdx.x == 0) out[0] = narrow<S>(Op::template finish<T>(acc, count));
 }
 
 template <class Desc>
@@ -79,7 +83,7 @@ struct ReduceKernelCuda<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
       const index_t total = a.rows * a.len;
       const index_t chunk = std::max<index_t>((total + kTotalBlocks - 1) / kTotalBlocks, 1);
       const int blocks = static_cast<int>(std::max<index_t>((total + chunk - 1) / chunk, 1));
-      T* partial = static_cast<T*>(scratch);
+      auto* partial = static_cast<compute_t<T>*>(scratch);
       total_partial_kernel<Desc><<<blocks, threads, 0, stream>>>(a, partial, chunk);
       KILN_CUDA_CHECK(cudaGetLastError());
       total_finish_kernel<Desc><<<1, 256, 0, stream>>>(partial, blocks, a.out, total);
@@ -104,7 +108,8 @@ inline constexpr int kReduceToColumns = 32;
 
 template <class Desc, class Args>
 __global__ void reduce_to_kernel(const Args a) {
-  using T = typename Desc::value_type;
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
   extern __shared__ unsigned char reduce_to_smem[];
   T* partial = reinterpret_cast<T*>(reduce_to_smem);  // [Y][32]
   const index_t o = static_cast<index_t>(blockIdx.x) * kReduceToColumns + threadIdx.x;
@@ -123,7 +128,7 @@ __global__ void reduce_to_kernel(const Args a) {
         summed *= extent(d);
       }
     }
-    DeviceRowContext<T, Desc::nloads, Desc::nconsts, 0, false> ctx;
+    DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
     init_context(ctx, a);
     for (index_t t = threadIdx.y; t < summed; t += blockDim.y) {
       index_t u = t;
@@ -145,7 +150,7 @@ __global__ void reduce_to_kernel(const Args a) {
   index_t off = 0;  // o itself, by the output's contiguous strides
   for (int d = 0; d <= nd; ++d)
     if (kept(d)) off += idx[d] * (d < nd ? a.out_outer[d] : a.out_inner);
-  a.out[off] = acc;
+  a.out[off] = narrow<S>(acc);
 }
 
 template <class Desc>
@@ -159,7 +164,7 @@ struct ReduceToKernelCuda<lower::ReduceToKernel<T, Tree, NL, NC>> {
     const int threads = cfg.threads > 0 ? cfg.threads : 256;
     const dim3 block(kReduceToColumns, static_cast<unsigned>(threads / kReduceToColumns));
     const auto blocks = static_cast<unsigned>((a.out_numel + kReduceToColumns - 1) / kReduceToColumns);
-    reduce_to_kernel<Desc><<<blocks, block, sizeof(T) * threads, stream>>>(a);
+    reduce_to_kernel<Desc><<<blocks, block, sizeof(compute_t<T>) * threads, stream>>>(a);
     KILN_CUDA_CHECK(cudaGetLastError());
   }
 };

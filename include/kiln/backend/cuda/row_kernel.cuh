@@ -51,26 +51,28 @@ __device__ __forceinline__ T block_reduce(T v, T* scratch) {
   return warp_reduce<K>(v);
 }
 
+// T: the storage type of loads; C: the compute type, in which values, stages and caches are kept.
 template <class T, int NL, int NC, int NS, bool Cached>
 struct DeviceRowContext {
+  using C = compute_t<T>;
   static constexpr bool row_cache = Cached;
   const T* row_ptr[NL > 0 ? NL : 1];
   index_t inner[NL > 0 ? NL : 1];
-  T consts[NC > 0 ? NC : 1];
-  T stages[NS > 0 ? NS : 1];
-  T* cache[NS > 0 ? NS : 1];
+  C consts[NC > 0 ? NC : 1];
+  C stages[NS > 0 ? NS : 1];
+  C* cache[NS > 0 ? NS : 1];
 
-  __device__ __forceinline__ T cached(int s, index_t j) const { return cache[s][j]; }
+  __device__ __forceinline__ C cached(int s, index_t j) const { return cache[s][j]; }
   template <int S>
-  __device__ __forceinline__ T load(index_t j) const {
-    return row_ptr[S][j * inner[S]];
+  __device__ __forceinline__ C load(index_t j) const {
+    return widen(row_ptr[S][j * inner[S]]);
   }
   template <int S>
-  __device__ __forceinline__ T scalar() const {
-    return row_ptr[S][0];
+  __device__ __forceinline__ C scalar() const {
+    return widen(row_ptr[S][0]);
   }
-  __device__ __forceinline__ T constant(int c) const { return consts[c]; }
-  __device__ __forceinline__ T stage(int k) const { return stages[k]; }
+  __device__ __forceinline__ C constant(int c) const { return consts[c]; }
+  __device__ __forceinline__ C stage(int k) const { return stages[k]; }
 };
 
 template <class Ctx, class Args>
@@ -98,7 +100,8 @@ __device__ __forceinline__ void set_row(Ctx& ctx, const Args& a, index_t row) {
   for (int s = 0; s < NL; ++s) ctx.row_ptr[s] = a.ptr[s] + off[s];
 }
 
-// Lane K of a vector of W elements: loads read registers the thread filled with 16-byte loads.
+// Lane K of a vector of W elements: loads read registers the thread filled with 16-byte loads
+// (widened to the compute type T).
 template <class T, int NL, int NC, int W, int K>
 struct LaneContext {
   static constexpr bool row_cache = false;
@@ -129,24 +132,27 @@ struct RowKernelCuda;
 
 template <class Desc, class Args>
 __global__ void pointwise_scalar_kernel(const Args a) {
-  using T = typename Desc::value_type;
-  DeviceRowContext<T, Desc::nloads, Desc::nconsts, 0, false> ctx;
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
+  DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
   init_context(ctx, a);
   const index_t total = a.rows * a.len;
   const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
   for (index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const index_t r = a.rows == 1 ? 0 : e / a.len, j = a.rows == 1 ? e : e - r * a.len;
     set_row(ctx, a, r);
-    a.out[e] = Desc::out_tree::template eval<T>(ctx, j);
+    a.out[e] = narrow<S>(Desc::out_tree::template eval<T>(ctx, j));
   }
 }
 
-// Every load's inner stride is 0 or 1, len % W == 0 and every pointer 16-byte aligned.
+// Every load's inner stride is 0 or 1, len % W == 0 and every pointer 16-byte aligned. W
+// elements of storage type S per 16 bytes (4 f32, 8 bf16 or f16), computed in T.
 template <class Desc, class Args>
 __global__ void pointwise_vector_kernel(const Args a) {
-  using T = typename Desc::value_type;
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
   constexpr int NL = Desc::nloads > 0 ? Desc::nloads : 1;
-  constexpr int W = 16 / sizeof(T);
+  constexpr int W = 16 / sizeof(S);
   using V = typename VecType<16>::type;
   const index_t vlen = a.len / W, total = a.rows * vlen;
   const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
@@ -168,19 +174,19 @@ __global__ void pointwise_vector_kernel(const Args a) {
     for (int s = 0; s < Desc::nloads; ++s) {
       if (a.inner[s] == 1) {
         const V x = *reinterpret_cast<const V*>(a.ptr[s] + off[s] + j);
-        const T* xs = reinterpret_cast<const T*>(&x);
+        const S* xs = reinterpret_cast<const S*>(&x);
 #pragma unroll
-        for (int k = 0; k < W; ++k) v[s][k] = xs[k];
+        for (int k = 0; k < W; ++k) v[s][k] = widen(xs[k]);
       } else {
-        const T x = a.ptr[s][off[s]];
+        const T x = widen(a.ptr[s][off[s]]);
 #pragma unroll
         for (int k = 0; k < W; ++k) v[s][k] = x;
       }
     }
     V o;
-    T* os = reinterpret_cast<T*>(&o);
+    S* os = reinterpret_cast<S*>(&o);
     [&]<int... K>(std::integer_sequence<int, K...>) {
-      ((os[K] = Desc::out_tree::template eval<T>(LaneContext<T, Desc::nloads, Desc::nconsts, W, K>{v, consts}, j + K)), ...);
+      ((os[K] = narrow<S>(Desc::out_tree::template eval<T>(LaneContext<T, Desc::nloads, Desc::nconsts, W, K>{v, consts}, j + K))), ...);
     }(std::make_integer_sequence<int, W>{});
     *reinterpret_cast<V*>(a.out + r * a.len + j) = o;
   }
@@ -189,7 +195,8 @@ __global__ void pointwise_vector_kernel(const Args a) {
 // One row per group of G threads (G = 32: a warp; G = blockDim.x: the block).
 template <class Desc, bool Cached, bool WarpPerRow, class Args>
 __global__ void row_reduce_kernel(const Args a) {
-  using T = typename Desc::value_type;
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
   constexpr int NS = Desc::nstages;
   __shared__ T scratch[32];
   extern __shared__ unsigned char dyn_smem[];
@@ -198,19 +205,19 @@ __global__ void row_reduce_kernel(const Args a) {
   const int tid = WarpPerRow ? (threadIdx.x & 31) : threadIdx.x;
   const index_t r = static_cast<index_t>(blockIdx.x) * rows_per_block + (WarpPerRow ? threadIdx.x >> 5 : 0);
   if (WarpPerRow && r >= a.rows) return;  // whole warps leave; no block barrier follows
-  DeviceRowContext<T, Desc::nloads, Desc::nconsts, NS, Cached> ctx;
+  DeviceRowContext<S, Desc::nloads, Desc::nconsts, NS, Cached> ctx;
   init_context(ctx, a);
   if constexpr (Cached) {
     T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
     int k = 0, s = 0;
-    [&]<class... S>(lower::TypeList<S...>) { ((ctx.cache[s++] = S::cached ? base + (k++) * a.len : nullptr), ...); }(
+    [&]<class... Ss>(lower::TypeList<Ss...>) { ((ctx.cache[s++] = Ss::cached ? base + (k++) * a.len : nullptr), ...); }(
         typename Desc::stages{});
   }
   set_row(ctx, a, r);
-  [&]<class... S>(lower::TypeList<S...>) {
+  [&]<class... Ss>(lower::TypeList<Ss...>) {
     int s = 0;
     (([&] {
-       using St = S;
+       using St = Ss;
        using Op = Reduce<St::kind, 0, false, false>;
        T acc = Op::template identity<T>();
        const index_t n = a.stage_len[s];
@@ -225,8 +232,8 @@ __global__ void row_reduce_kernel(const Args a) {
      }()),
      ...);
   }(typename Desc::stages{});
-  T* out = a.out + r * a.len;
-  for (index_t j = tid; j < a.len; j += group) out[j] = Desc::out_tree::template eval<T>(ctx, j);
+  S* out = a.out + r * a.len;
+  for (index_t j = tid; j < a.len; j += group) out[j] = narrow<S>(Desc::out_tree::template eval<T>(ctx, j));
 }
 
 template <class T, class Out, class... Stages, int NL, int NC>
@@ -239,7 +246,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   };
 
   static bool vectorizable(const Args& a) {
-    if constexpr (sizeof(T) != 4) return false;  // float4 lanes: f32 only
+    if constexpr (sizeof(T) > 4) return false;  // 16-byte vectors of f32, bf16 or f16 (f64: scalar)
     constexpr int W = 16 / sizeof(T);
     if (a.len % W != 0 || reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0) return false;
     for (int s = 0; s < NL; ++s) {
@@ -267,7 +274,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     } else {
       const bool warp = cfg.variant == 1 || (cfg.variant == 0 && a.len <= kWarpRowMax);
       const int rows_per_block = warp ? threads / 32 : 1;
-      const std::size_t cache_bytes = static_cast<std::size_t>(DescEx::kCachedStages) * a.len * sizeof(T) * rows_per_block;
+      const std::size_t cache_bytes = static_cast<std::size_t>(DescEx::kCachedStages) * a.len * sizeof(compute_t<T>) * rows_per_block;
       const bool cached = DescEx::kCachedStages > 0 && a.row_cache && cache_bytes <= kRowCacheBytes;
       const unsigned blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
       const std::size_t smem = cached ? cache_bytes : 0;

@@ -63,7 +63,7 @@ struct LayerNorm {
   constexpr auto expand(X x, G gamma, B beta) const {
     auto centred = x - kiln::mean<-1, true>(x);
     auto var = kiln::mean<-1, true>(kiln::square(centred));
-    return centred * kiln::rsqrt(var + static_cast<typename X::dtype>(eps)) * gamma + beta;
+    return centred * kiln::rsqrt(var + static_cast<compute_t<typename X::dtype>>(eps)) * gamma + beta;
   }
   // With xhat = (x - mean) rstd and d = g gamma: dx = rstd (d - mean(d) - xhat mean(d xhat)),
   // dgamma = sum of g xhat, dbeta = sum of g (summed down to their shapes).
@@ -71,7 +71,7 @@ struct LayerNorm {
   static constexpr auto vjp(const N& y, const G& g) {
     const auto& [x, gamma, beta] = y.children;
     const auto centred = x - kiln::mean<-1, true>(x);
-    const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<typename G::dtype>(y.op.eps));
+    const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<compute_t<typename G::dtype>>(y.op.eps));
     const auto xhat = centred * rstd;
     const auto d = g * gamma;
     return std::tuple{unbroadcast(rstd * (d - kiln::mean<-1, true>(d) - xhat * kiln::mean<-1, true>(d * xhat)), x),
@@ -82,7 +82,7 @@ struct LayerNorm {
   static constexpr auto jvp(const N& y, const Tx& tx, const Tg& tg, const Tb& tb) {
     const auto& [x, gamma, beta] = y.children;
     const auto centred = x - kiln::mean<-1, true>(x);
-    const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<typename N::dtype>(y.op.eps));
+    const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<compute_t<typename N::dtype>>(y.op.eps));
     const auto xhat = centred * rstd;
     using namespace autodiff;
     const auto dxhat = tangent_apply(

@@ -32,7 +32,7 @@ constexpr auto make_pointwise(Cs... cs) {
 template <class E, class S>
 constexpr auto as_operand(S s) {
   if constexpr (Expression<S>) return s;
-  else return Constant<typename E::dtype>(static_cast<typename E::dtype>(s));
+  else return Constant<typename E::dtype>(static_cast<compute_t<typename E::dtype>>(s));
 }
 }  // namespace detail
 

@@ -1,0 +1,163 @@
+// kiln: element types. float and double compute in themselves; kiln::bf16 and kiln::f16 are
+// 16-bit storage types that compute in float (compute_t<T>): every kernel widens on load,
+// computes and accumulates in float, and rounds to nearest even once, on store.
+//
+// kiln::bf16 and kiln::f16 are kiln's own structs on every compiler, bit-for-bit the layouts of
+// CUDA's __nv_bfloat16 and __half. They are not aliases of CUDA's types under nvcc because a
+// kernel descriptor names its element type, and the descriptor's mangled name must be the same
+// in the g++-built host objects and in the nvcc-built kernel objects (docs/cuda.md, "Builds").
+// Device code converts with CUDA's instructions (cuda_bf16.h, cuda_fp16.h); host code with the
+// bit operations below.
+#pragma once
+#include <bit>
+#include <cstdint>
+#include <type_traits>
+
+#include "kiln/core/config.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+namespace kiln {
+
+namespace detail {
+
+KILN_HOST_DEVICE KILN_INLINE constexpr std::uint32_t f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  return std::bit_cast<std::uint32_t>(f);
+#endif
+}
+KILN_HOST_DEVICE KILN_INLINE constexpr float f32_from_bits(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  return std::bit_cast<float>(u);
+#endif
+}
+
+// bf16 is the top half of a float: widening is exact. Narrowing rounds to nearest even; NaN
+// stays a (quiet) NaN, overflow rounds to infinity.
+KILN_HOST_DEVICE KILN_INLINE constexpr float bf16_to_f32(std::uint16_t b) { return f32_from_bits(std::uint32_t{b} << 16); }
+KILN_HOST_DEVICE KILN_INLINE constexpr std::uint16_t f32_to_bf16(float f) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
+  const std::uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
+}
+
+// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; subnormals below 2^-14.
+KILN_HOST_DEVICE KILN_INLINE constexpr float f16_to_f32(std::uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return f32_from_bits(sign | 0x7f800000u | (m << 13));  // inf, NaN
+  if (e == 0) {                                                          // zero, subnormal: m * 2^-24
+    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return f32_from_bits(sign | ((e + 112) << 23) | (m << 13));
+#endif
+}
+KILN_HOST_DEVICE KILN_INLINE constexpr std::uint16_t f32_to_f16(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  std::uint32_t x = f32_bits(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u));  // inf, NaN
+  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // from 65520 (halfway past 65504) up: inf
+  if (x >= 0x38800000u)                         // a normal half: rebias the exponent, round
+    return static_cast<std::uint16_t>(sign | ((x - 0x38000000u + 0xfffu + ((x >> 13) & 1u)) >> 13));
+  if (x < 0x33000000u) return sign;  // below 2^-25 (2^-25 itself is a tie, to even: 0)
+  // A subnormal half: m * 2^(e - 150) in units of 2^-24 is m >> (126 - e), rounded to even.
+  const std::uint32_t e = x >> 23, m = (x & 0x7fffffu) | 0x800000u, s = 126 - e;
+  std::uint32_t r = m >> s;
+  const std::uint32_t rest = m & ((1u << s) - 1), half = 1u << (s - 1);
+  if (rest > half || (rest == half && (r & 1u))) ++r;
+  return static_cast<std::uint16_t>(sign | r);
+#endif
+}
+
+}  // namespace detail
+
+// bfloat16: 8 exponent bits like float, 7 mantissa bits (about 2-3 significant digits).
+struct bf16 {
+  std::uint16_t bits;
+  bf16() = default;
+  KILN_HOST_DEVICE constexpr explicit bf16(float f) : bits(detail::f32_to_bf16(f)) {}
+  KILN_HOST_DEVICE constexpr explicit operator float() const { return detail::bf16_to_f32(bits); }
+  KILN_HOST_DEVICE static constexpr bf16 from_bits(std::uint16_t b) {
+    bf16 v;
+    v.bits = b;
+    return v;
+  }
+  friend constexpr bool operator==(bf16 a, bf16 b) { return float(a) == float(b); }
+};
+
+// IEEE half precision: 5 exponent bits (largest finite 65504), 10 mantissa bits.
+struct f16 {
+  std::uint16_t bits;
+  f16() = default;
+  KILN_HOST_DEVICE constexpr explicit f16(float f) : bits(detail::f32_to_f16(f)) {}
+  KILN_HOST_DEVICE constexpr explicit operator float() const { return detail::f16_to_f32(bits); }
+  KILN_HOST_DEVICE static constexpr f16 from_bits(std::uint16_t b) {
+    f16 v;
+    v.bits = b;
+    return v;
+  }
+  friend constexpr bool operator==(f16 a, f16 b) { return float(a) == float(b); }
+};
+
+// The element types a Tensor and a symbol may have.
+template <class T>
+inline constexpr bool is_element_type_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+
+// The type kernels compute and accumulate in.
+template <class T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<bf16> {
+  using type = float;
+};
+template <>
+struct compute_type<f16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename compute_type<T>::type;
+
+// Load: storage to compute type (exact). Store: compute to storage type (rounded to nearest
+// even for the 16-bit types).
+template <class S>
+KILN_HOST_DEVICE KILN_INLINE constexpr compute_t<S> widen(S x) {
+  if constexpr (std::is_same_v<S, compute_t<S>>) return x;
+  else return static_cast<compute_t<S>>(x);
+}
+template <class S>
+KILN_HOST_DEVICE KILN_INLINE constexpr S narrow(compute_t<S> x) {
+  if constexpr (std::is_same_v<S, compute_t<S>>) return x;
+  else return S(x);
+}
+
+// A readable name, for messages and explain().
+template <class T>
+constexpr const char* dtype_name() {
+  if constexpr (std::is_same_v<T, float>) return "f32";
+  else if constexpr (std::is_same_v<T, double>) return "f64";
+  else if constexpr (std::is_same_v<T, bf16>) return "bf16";
+  else return "f16";
+}
+
+}  // namespace kiln
