@@ -17,7 +17,7 @@ fi
 common="--benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_min_time=0.05"
 export KILN_CACHE_DIR=$(mktemp -d)  # MaxAutotune tunes in this run
 for b in bench_gpu bench_gpu_train; do
-  timeout 150 "$KILN_GPU_BIN/$b" $common --benchmark_out="$OUT/$b.json" --benchmark_out_format=json > "$OUT/$b.txt" 2>&1
+  timeout 280 "$KILN_GPU_BIN/$b" $common --benchmark_out="$OUT/$b.json" --benchmark_out_format=json > "$OUT/$b.txt" 2>&1
   echo "$b: exit $?"
   grep "median" "$OUT/$b.txt" | awk '{print $1, $2, $3, $7, $8, $9}'
 done
@@ -35,7 +35,7 @@ if runs:
         merged["benchmarks"] += r["benchmarks"]
     json.dump(merged, open(sys.argv[3], "w"), indent=1)
 PY
-PYTHONUNBUFFERED=1 timeout 120 python3 bench/peers/torch_workloads.py --workloads W1,W2,W3,W4,W5 --dtypes f32 \
+PYTHONUNBUFFERED=1 timeout 260 python3 bench/peers/torch_workloads.py --workloads W1,W2,W3,W4,W5 --dtypes f32,bf16 \
   --modes "${TORCH_MODES:-eager,compile,reduce-overhead}" --json "$OUT/torch.json" > "$OUT/torch.txt" 2> "$OUT/torch.err"
 echo "torch: exit $?"
 python3 bench/report_gpu.py --kiln "$OUT/kiln.json" --torch "$OUT/torch.json" --write docs/benchmarks-gpu.md

@@ -27,3 +27,30 @@ TEST_CASE("bf16 in ReduceOverhead: a transformer FFN replayed as a graph") {
   }
   CHECK(ro.graph_replays() + ro.graph_captures() == 3);
 }
+
+// The small-product kernel (small_gemm.cuh): a few rows, k split over blocks or not, n not a
+// multiple of its column tile, with and without an epilogue, replayed in a graph (its split
+// counters must be back at zero after every call), against float64.
+TEST_CASE("small products: one kernel for GEMM and epilogue, m <= 4") {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto w = kiln::param<"w", 2>();
+  constexpr auto b = kiln::param<"b", 1>();
+  auto plain = kiln::compile(kiln::matmul(x, w));
+  auto fused = kiln::compile<kiln::ReduceOverhead>(kiln::relu(kiln::matmul(x, w) + b) * 2.0f);
+  auto tuned = kiln::compile<kiln::MaxAutotune>(kiln::relu(kiln::matmul(x, w) + b) * 2.0f);
+  const auto dev = kiln::Device::cuda();
+  for (std::size_t k : {40, 3000}) {
+    for (std::size_t n : {200, 4100}) {
+      const auto wt = dtype_cases::randn_on<float>({k, n}, k + n, dev, 0.05), bt = dtype_cases::randn_on<float>({n}, 7, dev);
+      for (std::size_t m = 1; m <= 4; ++m) {
+        const auto xt = dtype_cases::randn_on<float>({m, k}, m, dev);
+        const auto prod = ref::matmul(ref::from(xt.cpu()), ref::from(wt.cpu()));
+        const auto want = ref::map(dtype_cases::add(prod, ref::from(bt.cpu())), [](double v) { return v > 0 ? 2 * v : 0.0; });
+        ref::check_close(plain(x = xt, w = wt).cpu(), prod, 1e-5, 1e-5);
+        for (int rep = 0; rep < 3; ++rep) ref::check_close(fused(x = xt, w = wt, b = bt).cpu(), want, 1e-5, 1e-5);
+        ref::check_close(tuned(x = xt, w = wt, b = bt).cpu(), want, 1e-5, 1e-5);
+      }
+    }
+  }
+  CHECK(fused.graph_replays() > 0);
+}

@@ -70,7 +70,8 @@ struct Prepared {
   bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
 #if KILN_WITH_CUDA
   std::unique_ptr<cuda::GemmPlan> gemm_plan;  // GEMM kernels on a CUDA device
-  cuda::Buffer scratch;                        // a total reduction's partials
+  cuda::Buffer scratch;                        // a total reduction's partials; a small GEMM's
+  std::size_t scratch_size = 0;
   cpu::LaunchConfig cuda_config;               // block size, variant (MaxAutotune's choice)
 #endif
   cpu::LaunchConfig& config() { return args.config; }
@@ -663,6 +664,14 @@ class Compiled {
       if constexpr (!requires { pr.args.epilogue; }) {
         const std::size_t bytes = cuda::scratch_bytes<Desc>();
         if (bytes > 0 && !pr.scratch.get()) pr.scratch = cuda::Buffer(bytes, dev);
+      } else if (cuda::small_gemm_applies(pr.args, Desc::has_epilogue)) {
+        // counters that must start at zero (the kernel resets them after each use)
+        const std::size_t bytes = cuda::small_gemm_shape(pr.args).bytes;
+        if (bytes > pr.scratch_size) {
+          pr.scratch = cuda::Buffer(bytes, dev);
+          pr.scratch_size = bytes;
+          KILN_CUDA_CHECK(cudaMemsetAsync(pr.scratch.get(), 0, bytes, stream));
+        }
       }
     });
     auto launch_all = [&] {
@@ -699,7 +708,8 @@ class Compiled {
   void launch_cuda(State& st, cudaStream_t stream) {
     using Desc = typename program::template kernel<G>;
     auto& pr = std::get<G>(st.kernels);
-    if constexpr (requires { pr.args.epilogue; }) cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream);
+    if constexpr (requires { pr.args.epilogue; })
+      cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, pr.scratch.get());
     else cuda::launch<Desc>(pr.args, pr.cuda_config, stream, pr.scratch.get());
   }
 
@@ -727,11 +737,12 @@ class Compiled {
     if (const auto hit = cache.load(key)) {
       pr.cuda_config = hit->config;
       ++stats_.from_cache;
-      st.tune_notes[G] = describe_cuda(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
+      st.tune_notes[G] = describe_cuda<Desc>(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
       return;
     }
     std::vector<cpu::LaunchConfig> cands;
-    if constexpr (requires { pr.args.epilogue; }) cands = cuda::gemm_candidates(pr.gemm_plan.get());
+    if constexpr (requires { pr.args.epilogue; })
+      cands = cuda::gemm_candidates(pr.gemm_plan.get(), cuda::small_gemm_applies(pr.args, Desc::has_epilogue));
     else cands = cuda::candidates<Desc>();
     TuneRecord best{{}, 1e300};
     std::string notes;
@@ -746,15 +757,20 @@ class Compiled {
         KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
         best_ms = std::min(best_ms, e1.since(e0));
       }
-      notes += (notes.empty() ? "" : "; ") + describe_cuda(c) + " " + std::to_string(best_ms) + " ms";
+      notes += (notes.empty() ? "" : "; ") + describe_cuda<Desc>(c) + " " + std::to_string(best_ms) + " ms";
       if (best_ms < best.ms) best = {c, best_ms};
     }
     pr.cuda_config = best.config;
     cache.store(key, best);
     ++stats_.tuned;
-    st.tune_notes[G] = "chose " + describe_cuda(best.config) + "; candidates: " + notes;
+    st.tune_notes[G] = "chose " + describe_cuda<Desc>(best.config) + "; candidates: " + notes;
   }
+  template <class Desc>
   static std::string describe_cuda(const cpu::LaunchConfig& c) {
+    if constexpr (requires { Desc::acc_slot; }) {  // a GEMM
+      if (c.variant >= cuda::kLtAlgo) return "cuBLASLt algorithm " + std::to_string(c.variant - cuda::kLtAlgo);
+      return "default (the small-product kernel where it applies)";
+    }
     std::string s = std::to_string(c.threads) + " threads/block";
     if (c.variant) s += ", variant " + std::to_string(c.variant);
     return s;

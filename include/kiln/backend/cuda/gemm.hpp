@@ -10,6 +10,8 @@
 #pragma once
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -172,19 +174,70 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
   return p;
 }
 
-// Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel.
-// config.variant: which of the heuristic's algorithms (0: its first).
+// The small-product kernel (small_gemm.cuh): for at most 4 rows of A (one matrix), B row-major
+// with rows of whole 16-byte vectors, and an epilogue, if any, over the product's own rows.
+inline constexpr index_t kSmallGemmRows = 4;
+inline constexpr index_t kSmallGemmBlocks = 264;  // blocks to aim for: two per SM of an H100/H200
+
+template <class G>
+bool small_gemm_applies(const G& g, bool has_epilogue) {
+  using S = std::remove_cvref_t<decltype(*g.acc)>;
+  constexpr index_t V = 16 / sizeof(S);
+  if (sizeof(S) > 4 || g.batch != 1 || g.m < 1 || g.m > kSmallGemmRows || g.n < 1 || g.k < 1) return false;
+  if (g.b.col != 1 || g.b.row % V != 0 || g.n % V != 0) return false;
+  return !has_epilogue || (g.in_place && g.epilogue.rows == g.m && g.epilogue.len == g.n);
+}
+
+// Its grid (column tiles x splits of k) and scratch: a counter per tile, then the splits'
+// partial sums (float).
+struct SmallGemmShape {
+  index_t tiles = 0;
+  int splits = 1;
+  std::size_t counter_bytes = 0, bytes = 0;
+};
+template <class G>
+SmallGemmShape small_gemm_shape(const G& g) {
+  using S = std::remove_cvref_t<decltype(*g.acc)>;
+  const index_t tile = 32 * static_cast<index_t>(16 / sizeof(S));
+  SmallGemmShape s;
+  s.tiles = (g.n + tile - 1) / tile;
+  // enough blocks to keep every SM streaming B, each with at least 64 rows of k
+  s.splits = static_cast<int>(std::clamp<index_t>(kSmallGemmBlocks / s.tiles, 1, std::max<index_t>(1, g.k / 64)));
+  s.counter_bytes = (static_cast<std::size_t>(s.tiles) * sizeof(unsigned) + 255) / 256 * 256;
+  s.bytes = s.counter_bytes + (s.splits > 1 ? sizeof(float) * static_cast<std::size_t>(s.splits * g.m * g.n) : 0);
+  return s;
+}
+
+// Launched as its own descriptor: launch<SmallGemm<Desc>> (kernels.cuh).
+template <class Desc>
+struct SmallGemm {};
+template <class Desc>
+struct kernel_args<SmallGemm<Desc>> {
+  using type = cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>;
+};
+
+// config.variant of a GEMM: 0 the default (the small-product kernel where it applies, else the
+// heuristic's first algorithm); kLtAlgo + i the heuristic's algorithm i.
+inline constexpr int kLtAlgo = 16;
+
+// Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel;
+// or both in one kernel for a small product (scratch: small_gemm_shape(g).bytes, zeroed once).
 template <class Desc>
 void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
-              const cpu::LaunchConfig& cfg, cudaStream_t stream) {
+              const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
   using T = typename Desc::value_type;
+  if (cfg.variant == 0 && scratch && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 &&
+      small_gemm_applies(g, Desc::has_epilogue)) {
+    launch<SmallGemm<Desc>>(g, cfg, stream, scratch);
+    return;
+  }
   if (g.batch > 0 && g.m > 0 && g.n > 0) {
     if (g.k == 0 || !plan) {  // an empty inner dimension: the product is zero
       KILN_CUDA_CHECK(cudaMemsetAsync(g.acc, 0, sizeof(T) * g.batch * g.m * g.n, stream));
     } else {
       const compute_t<T> alpha = 1, beta = 0;
       LtContext& lt = LtContext::get();
-      const int i = cfg.variant < plan->nalgos ? cfg.variant : 0;
+      const int i = cfg.variant >= kLtAlgo && cfg.variant - kLtAlgo < plan->nalgos ? cfg.variant - kLtAlgo : 0;
       KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->op, &alpha, g.b.ptr, plan->la, g.a.ptr, plan->lb, &beta, g.acc,
                                        plan->lc, g.acc, plan->lc, &plan->algos[i].algo, lt.workspace.get(), kLtWorkspace,
                                        stream));
@@ -196,10 +249,12 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
 }
 
-// MaxAutotune's GEMM candidates: the heuristic's first algorithms (none for an empty product).
-inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan) {
+// MaxAutotune's GEMM candidates: the small-product kernel where it applies, and the
+// heuristic's first algorithms (none for an empty product).
+inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool small) {
   std::vector<cpu::LaunchConfig> c;
-  for (int i = 0; i < (plan ? std::min(plan->nalgos, 4) : 1); ++i) c.push_back({0, 0, i, 0});
+  if (small) c.push_back({0, 0, 0, 0});
+  for (int i = 0; i < (plan ? std::min(plan->nalgos, 4) : 1); ++i) c.push_back({0, 0, kLtAlgo + i, 0});
   return c;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include "kiln/backend/cuda/reduce_kernel.cuh"
 #include "kiln/backend/cuda/row_kernel.cuh"
+#include "kiln/backend/cuda/small_gemm.cuh"
 
 namespace kiln::cuda {
 
@@ -20,6 +21,11 @@ struct kernel_impl<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {
 template <class T, class Tr, int NL, int NC>
 struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = ReduceToKernelCuda<lower::ReduceToKernel<T, Tr, NL, NC>>;
+};
+
+template <class Desc>
+struct kernel_impl<SmallGemm<Desc>> {
+  using type = SmallGemmCuda<Desc>;
 };
 
 template <class Desc>

@@ -1,0 +1,145 @@
+// kiln: GEMM + epilogue for products with a few rows (m <= 4, a GEMV-like product such as a
+// transformer layer at batch 1), one kernel: it reads B once at memory speed and applies the
+// epilogue to the sums in registers, so the product is never stored and read back, and a graph
+// holds one node per layer instead of two (cuBLASLt, then the epilogue's row kernel).
+//
+// C[m x n] = A[m x k] B[k x n], B row-major. A block owns 32 * V consecutive columns (lane l of
+// each warp: V of them, one 16-byte load per row of B) and one of `splits` ranges of k; its 8
+// warps stride over that range, each thread keeping m x V float sums. The warps' sums are added
+// through shared memory in warp order. With one split the block then applies the epilogue and
+// stores; with several it stores its partial sums (float) in scratch and the last block of
+// its column tile to arrive (a counter per tile, taken with an atomic after a fence) adds the
+// splits in split order and applies the epilogue: the order is fixed, so the result does not
+// depend on timing. That block resets the counter, so a graph replays with clean counters.
+#pragma once
+#include "kiln/backend/cuda/gemm.hpp"
+#include "kiln/backend/cuda/row_kernel.cuh"
+
+namespace kiln::cuda {
+
+inline constexpr int kSmallGemmWarps = 8;
+
+// The epilogue's context for one output element: load slot Acc reads the sum in a register;
+// the other loads read memory like the row kernel's.
+template <class Base, int Acc>
+struct AccContext : Base {
+  typename Base::C acc_value;
+  template <int S>
+  __device__ __forceinline__ typename Base::C load(index_t j) const {
+    if constexpr (S == Acc) return acc_value;
+    else return Base::template load<S>(j);
+  }
+};
+
+template <class Desc, int MR, class Args>
+__global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const Args g, float* scratch, unsigned* counters,
+                                                                          int splits) {
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
+  constexpr int V = 16 / sizeof(S);
+  constexpr int Tile = 32 * V;
+  using Vec = float4;
+  __shared__ T part[kSmallGemmWarps][MR][Tile];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const index_t j0 = static_cast<index_t>(blockIdx.x) * Tile;
+  const index_t col = j0 + lane * V;  // this lane's first column
+  const int split = blockIdx.y;
+  const index_t kper = (g.k + splits - 1) / splits, k0 = split * kper, k1 = k0 + kper < g.k ? k0 + kper : g.k;
+
+  T acc[MR][V];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[i][v] = T(0);
+  if (col < g.n) {
+#pragma unroll 4
+    for (index_t kk = k0 + warp; kk < k1; kk += kSmallGemmWarps) {
+      const Vec bv = *reinterpret_cast<const Vec*>(g.b.ptr + kk * g.b.row + col);
+      const S* bs = reinterpret_cast<const S*>(&bv);
+#pragma unroll
+      for (int i = 0; i < MR; ++i) {
+        if (i < g.m) {
+          const T a = widen(g.a.ptr[i * g.a.row + kk * g.a.col]);
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[i][v] += a * widen(bs[v]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int v = 0; v < V; ++v) part[warp][i][lane * V + v] = acc[i][v];
+  __syncthreads();
+
+  // Each thread finishes (row, column) pairs of the tile: the warps' sums in warp order.
+  auto tile_sum = [&](int i, int c) {
+    T s = T(0);
+#pragma unroll
+    for (int w = 0; w < kSmallGemmWarps; ++w) s += part[w][i][c];
+    return s;
+  };
+  auto finish = [&](int i, index_t j, T sum) {
+    if constexpr (Desc::has_epilogue) {
+      AccContext<DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false>, Desc::acc_slot> ctx;
+      init_context(ctx, g.epilogue);
+      set_row(ctx, g.epilogue, i);
+      ctx.acc_value = sum;
+      g.epilogue.out[i * g.n + j] = narrow<S>(Desc::epilogue::template eval<T>(ctx, j));
+    } else {
+      g.acc[i * g.n + j] = narrow<S>(sum);
+    }
+  };
+
+  if (splits == 1) {
+    for (int e = threadIdx.x; e < MR * Tile; e += blockDim.x) {
+      const int i = e / Tile, c = e - i * Tile;
+      if (i < g.m && j0 + c < g.n) finish(i, j0 + c, tile_sum(i, c));
+    }
+    return;
+  }
+  // Several splits: this block's sums to scratch[split][i][j]; the last block of the tile adds them.
+  for (int e = threadIdx.x; e < MR * Tile; e += blockDim.x) {
+    const int i = e / Tile, c = e - i * Tile;
+    if (i < g.m && j0 + c < g.n) scratch[(static_cast<index_t>(split) * g.m + i) * g.n + j0 + c] = tile_sum(i, c);
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned arrived = atomicAdd(&counters[blockIdx.x], 1u);
+    last = arrived == static_cast<unsigned>(splits - 1);
+    if (last) counters[blockIdx.x] = 0;  // every block of the tile has arrived: reset for the next call
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int e = threadIdx.x; e < MR * Tile; e += blockDim.x) {
+    const int i = e / Tile, c = e - i * Tile;
+    if (i >= g.m || j0 + c >= g.n) continue;
+    T sum = T(0);
+    for (int sp = 0; sp < splits; ++sp) sum += __ldcg(&scratch[(static_cast<index_t>(sp) * g.m + i) * g.n + j0 + c]);
+    finish(i, j0 + c, sum);
+  }
+}
+
+template <class Desc>
+struct SmallGemmCuda;
+template <class T, class Epi, int AccSlot, int NL, int NC>
+struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
+  using Desc = lower::GemmKernel<T, Epi, AccSlot, NL, NC>;
+  using Args = cpu::GemmArgs<T, NL, NC>;
+  static void run(const Args& g, const cpu::LaunchConfig&, cudaStream_t stream, void* scratch) {
+    const SmallGemmShape s = small_gemm_shape(g);
+    auto* counters = static_cast<unsigned*>(scratch);
+    auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + s.counter_bytes);
+    const dim3 grid(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits));
+    const int threads = 32 * kSmallGemmWarps;
+    if (g.m <= 1) small_gemm_kernel<Desc, 1><<<grid, threads, 0, stream>>>(g, partials, counters, s.splits);
+    else if (g.m <= 2) small_gemm_kernel<Desc, 2><<<grid, threads, 0, stream>>>(g, partials, counters, s.splits);
+    else small_gemm_kernel<Desc, 4><<<grid, threads, 0, stream>>>(g, partials, counters, s.splits);
+    KILN_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+}  // namespace kiln::cuda
