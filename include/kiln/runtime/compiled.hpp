@@ -772,7 +772,9 @@ class Compiled {
       return "default (the small-product kernel where it applies)";
     }
     std::string s = std::to_string(c.threads) + " threads/block";
-    if (c.variant) s += ", variant " + std::to_string(c.variant);
+    if (c.variant == 1) s += ", a warp per row";
+    if (c.variant == 2) s += ", a block per row";
+    if (c.chunks == 1) s += ", element loads";
     return s;
   }
 #endif

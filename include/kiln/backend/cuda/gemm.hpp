@@ -201,8 +201,9 @@ SmallGemmShape small_gemm_shape(const G& g) {
   const index_t tile = 32 * static_cast<index_t>(16 / sizeof(S));
   SmallGemmShape s;
   s.tiles = (g.n + tile - 1) / tile;
-  // enough blocks to keep every SM streaming B, each with at least 64 rows of k
-  s.splits = static_cast<int>(std::clamp<index_t>(kSmallGemmBlocks / s.tiles, 1, std::max<index_t>(1, g.k / 64)));
+  // enough blocks to keep every SM streaming B, each with at least 64 rows of k, and at most
+  // 16 splits for the last block of a tile to add
+  s.splits = static_cast<int>(std::clamp<index_t>(kSmallGemmBlocks / s.tiles, 1, std::clamp<index_t>(g.k / 64, 1, 16)));
   s.counter_bytes = (static_cast<std::size_t>(s.tiles) * sizeof(unsigned) + 255) / 256 * 256;
   s.bytes = s.counter_bytes + (s.splits > 1 ? sizeof(float) * static_cast<std::size_t>(s.splits * g.m * g.n) : 0);
   return s;

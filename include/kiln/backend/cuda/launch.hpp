@@ -52,19 +52,24 @@ std::size_t scratch_bytes() {
 }
 
 // MaxAutotune's candidates: threads per block; for row reductions also a warp (variant 1) or a
-// block (variant 2) per row.
+// block (variant 2) per row; for row kernels, 16-byte loads where they apply (chunks 0) or
+// element loads (chunks 1).
 template <class Desc>
 std::vector<cpu::LaunchConfig> candidates() {
   std::vector<cpu::LaunchConfig> c;
   for (int t : {128, 256, 512}) {
     if constexpr (requires { typename Desc::stages; }) {
-      if constexpr (Desc::nstages > 0) {
-        c.push_back({t, 0, 1, 0});
-        c.push_back({t, 0, 2, 0});
-        continue;
+      for (int elementwise : {0, 1}) {
+        if constexpr (Desc::nstages > 0) {
+          c.push_back({t, elementwise, 1, 0});
+          c.push_back({t, elementwise, 2, 0});
+        } else {
+          c.push_back({t, elementwise, 0, 0});
+        }
       }
+    } else {
+      c.push_back({t, 0, 0, 0});
     }
-    c.push_back({t, 0, 0, 0});
   }
   return c;
 }

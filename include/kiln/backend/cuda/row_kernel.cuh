@@ -101,12 +101,17 @@ __device__ __forceinline__ void set_row(Ctx& ctx, const Args& a, index_t row) {
 }
 
 // Lane K of a vector of W elements: loads read registers the thread filled with 16-byte loads
-// (widened to the compute type T).
-template <class T, int NL, int NC, int W, int K>
+// (widened to the compute type T); stages and row caches (row kernels) are the row's. Row
+// caches hold lane K of vector jv at K * nv + jv (nv vectors per row): consecutive threads
+// touch consecutive words, so shared memory serves a warp without bank conflicts.
+template <class T, int NL, int W, int K, bool Cached = false>
 struct LaneContext {
-  static constexpr bool row_cache = false;
+  static constexpr bool row_cache = Cached;
   const T (&v)[NL > 0 ? NL : 1][W];
   const T* consts;
+  const T* stages = nullptr;
+  T* const* cache = nullptr;
+  index_t jv = 0, nv = 0;
   template <int S>
   __device__ __forceinline__ T load(index_t) const {
     return v[S][K];
@@ -116,16 +121,28 @@ struct LaneContext {
     return v[S][0];
   }
   __device__ __forceinline__ T constant(int c) const { return consts[c]; }
-  __device__ __forceinline__ T stage(int) const { return T(0); }
-  __device__ __forceinline__ T cached(int, index_t) const { return T(0); }
+  __device__ __forceinline__ T stage(int k) const { return stages[k]; }
+  __device__ __forceinline__ T cached(int s, index_t) const { return cache[s][K * nv + jv]; }
 };
 
-template <int Bytes>
-struct VecType;
-template <>
-struct VecType<16> {
-  using type = float4;
-};
+// Fills v[s][0..W) with the W elements of load s from column j on (a 16-byte load where the
+// load's inner stride is 1; its one element, broadcast, where it is 0).
+template <int NL, int W, class S, class T>
+__device__ __forceinline__ void load_lanes(T (&v)[NL > 0 ? NL : 1][W], const S* const* ptr, const index_t* inner, index_t j) {
+#pragma unroll
+  for (int s = 0; s < NL; ++s) {
+    if (inner[s] == 1) {
+      const float4 x = *reinterpret_cast<const float4*>(ptr[s] + j);
+      const S* xs = reinterpret_cast<const S*>(&x);
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[s][k] = widen(xs[k]);
+    } else {
+      const T x = widen(ptr[s][0]);
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[s][k] = x;
+    }
+  }
+}
 
 template <class Desc>
 struct RowKernelCuda;
@@ -153,7 +170,7 @@ __global__ void pointwise_vector_kernel(const Args a) {
   using T = compute_t<S>;
   constexpr int NL = Desc::nloads > 0 ? Desc::nloads : 1;
   constexpr int W = 16 / sizeof(S);
-  using V = typename VecType<16>::type;
+  using V = float4;
   const index_t vlen = a.len / W, total = a.rows * vlen;
   const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
   T consts[Desc::nconsts > 0 ? Desc::nconsts : 1];
@@ -169,24 +186,15 @@ __global__ void pointwise_vector_kernel(const Args a) {
 #pragma unroll
       for (int s = 0; s < Desc::nloads; ++s) off[s] += i * a.outer[s][d];
     }
+    const S* p[NL];
+#pragma unroll
+    for (int s = 0; s < Desc::nloads; ++s) p[s] = a.ptr[s] + off[s];
     T v[NL][W];
-#pragma unroll
-    for (int s = 0; s < Desc::nloads; ++s) {
-      if (a.inner[s] == 1) {
-        const V x = *reinterpret_cast<const V*>(a.ptr[s] + off[s] + j);
-        const S* xs = reinterpret_cast<const S*>(&x);
-#pragma unroll
-        for (int k = 0; k < W; ++k) v[s][k] = widen(xs[k]);
-      } else {
-        const T x = widen(a.ptr[s][off[s]]);
-#pragma unroll
-        for (int k = 0; k < W; ++k) v[s][k] = x;
-      }
-    }
+    load_lanes<Desc::nloads, W>(v, p, a.inner, j);
     V o;
     S* os = reinterpret_cast<S*>(&o);
     [&]<int... K>(std::integer_sequence<int, K...>) {
-      ((os[K] = narrow<S>(Desc::out_tree::template eval<T>(LaneContext<T, Desc::nloads, Desc::nconsts, W, K>{v, consts}, j + K))), ...);
+      ((os[K] = narrow<S>(Desc::out_tree::template eval<T>(LaneContext<T, Desc::nloads, W, K>{v, consts}, j + K))), ...);
     }(std::make_integer_sequence<int, W>{});
     *reinterpret_cast<V*>(a.out + r * a.len + j) = o;
   }
@@ -236,6 +244,80 @@ __global__ void row_reduce_kernel(const Args a) {
   for (index_t j = tid; j < a.len; j += group) out[j] = narrow<S>(Desc::out_tree::template eval<T>(ctx, j));
 }
 
+// Combines Tree's values at lanes K... of vector jv into acc, in lane order; with Keep also
+// stores each in the stage's row cache (at K * nv + jv, as LaneContext reads it).
+template <class Tree, ReduceKind Kind, bool Keep, bool Cached, int NL, int W, class T, int... K>
+__device__ __forceinline__ T reduce_lanes(T acc, const T (&v)[NL > 0 ? NL : 1][W], const T* consts, const T* stages,
+                                         T* const* cache, T* keep, index_t jv, index_t nv, std::integer_sequence<int, K...>) {
+  ((acc = combine<Kind>(acc, [&] {
+      const T x = Tree::template eval<T>(LaneContext<T, NL, W, K, Cached>{v, consts, stages, cache, jv, nv}, jv * W + K);
+      if constexpr (Keep) keep[K * nv + jv] = x;
+      return x;
+    }())),
+   ...);
+  return acc;
+}
+
+// The row kernel with 16-byte loads and stores: each thread takes W consecutive columns at a
+// time (4 f32, 8 bf16/f16) in every stage and in the output, so a thread reads and writes the
+// same columns throughout (its row-cache entries are its own). Needs what the vector pointwise
+// kernel needs, and every stage's length equal to the row's.
+template <class Desc, bool Cached, bool WarpPerRow, class Args>
+__global__ void row_reduce_vector_kernel(const Args a) {
+  using S = typename Desc::value_type;
+  using T = compute_t<S>;
+  constexpr int NS = Desc::nstages, NL = Desc::nloads, W = 16 / sizeof(S);
+  __shared__ T scratch[32];
+  extern __shared__ unsigned char dyn_smem[];
+  const int group = WarpPerRow ? 32 : blockDim.x;
+  const int rows_per_block = blockDim.x / group;
+  const int tid = WarpPerRow ? (threadIdx.x & 31) : threadIdx.x;
+  const index_t r = static_cast<index_t>(blockIdx.x) * rows_per_block + (WarpPerRow ? threadIdx.x >> 5 : 0);
+  if (WarpPerRow && r >= a.rows) return;  // whole warps leave; no block barrier follows
+  DeviceRowContext<S, NL, Desc::nconsts, NS, Cached> ctx;
+  init_context(ctx, a);
+  if constexpr (Cached) {
+    T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
+    int k = 0, s = 0;
+    [&]<class... Ss>(lower::TypeList<Ss...>) { ((ctx.cache[s++] = Ss::cached ? base + (k++) * a.len : nullptr), ...); }(
+        typename Desc::stages{});
+  }
+  set_row(ctx, a, r);
+  const index_t nv = a.len / W;
+  [&]<class... Ss>(lower::TypeList<Ss...>) {
+    int s = 0;
+    (([&] {
+       using St = Ss;
+       using Op = Reduce<St::kind, 0, false, false>;
+       T acc = Op::template identity<T>();
+       for (index_t jv = tid; jv < nv; jv += group) {
+         T v[NL > 0 ? NL : 1][W];
+         load_lanes<NL, W>(v, ctx.row_ptr, ctx.inner, jv * W);
+         acc = reduce_lanes<typename St::tree, St::kind, Cached && St::cached, Cached, NL, W>(
+             acc, v, ctx.consts, ctx.stages, ctx.cache, Cached && St::cached ? ctx.cache[s] : nullptr, jv, nv,
+             std::make_integer_sequence<int, W>{});
+       }
+       acc = WarpPerRow ? warp_reduce<St::kind>(acc) : block_reduce<St::kind>(acc, scratch);
+       ctx.stages[s] = Op::template finish<T>(acc, a.len);
+       ++s;
+     }()),
+     ...);
+  }(typename Desc::stages{});
+  S* out = a.out + r * a.len;
+  for (index_t jv = tid; jv < nv; jv += group) {
+    T v[NL > 0 ? NL : 1][W];
+    load_lanes<NL, W>(v, ctx.row_ptr, ctx.inner, jv * W);
+    float4 o;
+    S* os = reinterpret_cast<S*>(&o);
+    [&]<int... K>(std::integer_sequence<int, K...>) {
+      ((os[K] = narrow<S>(Desc::out_tree::template eval<T>(
+            LaneContext<T, NL, W, K, Cached>{v, ctx.consts, ctx.stages, ctx.cache, jv, nv}, jv * W + K))),
+       ...);
+    }(std::make_integer_sequence<int, W>{});
+    *reinterpret_cast<float4*>(out + jv * W) = o;
+  }
+}
+
 template <class T, class Out, class... Stages, int NL, int NC>
 struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>> {
   using Desc = lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>;
@@ -261,12 +343,13 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   }
 
   // config.threads: threads per block (0: 256); config.variant for row reductions: 1 a warp per
-  // row, 2 a block per row (0: by the row's length).
+  // row, 2 a block per row (0: by the row's length); config.chunks 1: element loads even where
+  // 16-byte ones would do (a MaxAutotune candidate).
   static void run(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* = nullptr) {
     if (a.rows == 0 || a.len == 0) return;
     const int threads = cfg.threads > 0 ? cfg.threads : 256;
     if constexpr (NS == 0) {
-      const bool vec = vectorizable(a);
+      const bool vec = cfg.chunks != 1 && vectorizable(a);
       const index_t work = vec ? a.rows * a.len / (16 / static_cast<index_t>(sizeof(T))) : a.rows * a.len;
       const index_t blocks = std::min<index_t>((work + threads - 1) / threads, index_t{1} << 20);
       if (vec) pointwise_vector_kernel<Desc><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a);
@@ -278,7 +361,17 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
       const bool cached = DescEx::kCachedStages > 0 && a.row_cache && cache_bytes <= kRowCacheBytes;
       const unsigned blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
       const std::size_t smem = cached ? cache_bytes : 0;
-      if (warp) {
+      bool vec = cfg.chunks != 1 && vectorizable(a);
+      for (int s = 0; s < NS; ++s) vec = vec && a.stage_len[s] == a.len;
+      if (vec) {
+        if (warp) {
+          if (cached) row_reduce_vector_kernel<DescEx, true, true><<<blocks, threads, smem, stream>>>(a);
+          else row_reduce_vector_kernel<DescEx, false, true><<<blocks, threads, 0, stream>>>(a);
+        } else {
+          if (cached) row_reduce_vector_kernel<DescEx, true, false><<<blocks, threads, smem, stream>>>(a);
+          else row_reduce_vector_kernel<DescEx, false, false><<<blocks, threads, 0, stream>>>(a);
+        }
+      } else if (warp) {
         if (cached) row_reduce_kernel<DescEx, true, true><<<blocks, threads, smem, stream>>>(a);
         else row_reduce_kernel<DescEx, false, true><<<blocks, threads, 0, stream>>>(a);
       } else {

@@ -9,8 +9,8 @@
 // through shared memory in warp order. With one split the block then applies the epilogue and
 // stores; with several it stores its partial sums (float) in scratch and the last block of
 // its column tile to arrive (a counter per tile, taken with an atomic after a fence) adds the
-// splits in split order and applies the epilogue: the order is fixed, so the result does not
-// depend on timing. That block resets the counter, so a graph replays with clean counters.
+// splits, in a fixed order (interleaved over the block's threads, then those sums in order),
+// and applies the epilogue: the result does not depend on timing. That block resets the counter, so a graph replays with clean counters.
 #pragma once
 #include "kiln/backend/cuda/gemm.hpp"
 #include "kiln/backend/cuda/row_kernel.cuh"
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[i][v] = T(0);
   if (col < g.n) {
-#pragma unroll 4
+#pragma unroll 8
     for (index_t kk = k0 + warp; kk < k1; kk += kSmallGemmWarps) {
       const Vec bv = *reinterpret_cast<const Vec*>(g.b.ptr + kk * g.b.row + col);
       const S* bs = reinterpret_cast<const S*>(&bv);
@@ -114,11 +114,25 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int e = threadIdx.x; e < MR * Tile; e += blockDim.x) {
-    const int i = e / Tile, c = e - i * Tile;
+  // Threads q, q + Q, ... of each output add the splits q, q + Q, ... (Q threads per output, so
+  // the loads of many splits are in flight at once), then thread q = 0 adds the Q sums in order.
+  constexpr int Outputs = MR * Tile, Q = 32 * kSmallGemmWarps / Outputs > 0 ? 32 * kSmallGemmWarps / Outputs : 1;
+  T* sums = &part[0][0][0];  // Q x Outputs; the warps' sums above are no longer needed
+  for (int e = threadIdx.x; e < Outputs * Q; e += blockDim.x) {
+    const int o = e % Outputs, q = e / Outputs, i = o / Tile, c = o - i * Tile;
+    T sum = T(0);
+    if (i < g.m && j0 + c < g.n) {
+#pragma unroll 8
+      for (int sp = q; sp < splits; sp += Q) sum += __ldcg(&scratch[(static_cast<index_t>(sp) * g.m + i) * g.n + j0 + c]);
+    }
+    sums[q * Outputs + o] = sum;
+  }
+  __syncthreads();
+  for (int o = threadIdx.x; o < Outputs; o += blockDim.x) {
+    const int i = o / Tile, c = o - i * Tile;
     if (i >= g.m || j0 + c >= g.n) continue;
     T sum = T(0);
-    for (int sp = 0; sp < splits; ++sp) sum += __ldcg(&scratch[(static_cast<index_t>(sp) * g.m + i) * g.n + j0 + c]);
+    for (int q = 0; q < Q; ++q) sum += sums[q * Outputs + o];
     finish(i, j0 + c, sum);
   }
 }
