@@ -54,3 +54,29 @@ TEST_CASE("small products: one kernel for GEMM and epilogue, m <= 4") {
   }
   CHECK(fused.graph_replays() > 0);
 }
+
+// cuBLASLt's own epilogues: x w + b, b + x w and relu(x w + b) with b broadcast over the rows
+// run as one cuBLASLt call (BIAS, RELU_BIAS); against float64, f32 and bf16.
+template <class S>
+void lt_epilogues() {
+  constexpr auto x = kiln::input<"x", 2, S>();
+  constexpr auto w = kiln::param<"w", 2, S>();
+  constexpr auto b = kiln::param<"b", 1, S>();
+  auto bias = kiln::compile(kiln::matmul(x, w) + b);
+  auto bias_first = kiln::compile(b + kiln::matmul(x, w));
+  auto relu_bias = kiln::compile<kiln::ReduceOverhead>(kiln::relu(kiln::matmul(x, w) + b));
+  const auto dev = kiln::Device::cuda();
+  const auto xt = dtype_cases::randn_on<S>({96, 200}, 1, dev), wt = dtype_cases::randn_on<S>({200, 136}, 2, dev, 0.07);
+  const auto bt = dtype_cases::randn_on<S>({136}, 3, dev);
+  const auto want = dtype_cases::add(ref::matmul(ref::from(xt.cpu()), ref::from(wt.cpu())), ref::from(bt.cpu()));
+  // f32: 200 products of order 0.1 summed in float, so an absolute 1e-5 besides the relative bound
+  const double atol = std::is_same_v<S, float> ? 1e-5 : ref::Tol<S>::atol;
+  dtype_cases::check(bias(x = xt, w = wt, b = bt), want, 1.0, atol);
+  dtype_cases::check(bias_first(x = xt, w = wt, b = bt), want, 1.0, atol);
+  const auto want_relu = ref::map(want, [](double v) { return v > 0 ? v : 0.0; });
+  for (int rep = 0; rep < 3; ++rep) dtype_cases::check(relu_bias(x = xt, w = wt, b = bt), want_relu, 1.0, atol);
+}
+TEST_CASE("cuBLASLt bias and relu epilogues") {
+  lt_epilogues<float>();
+  lt_epilogues<kiln::bf16>();
+}

@@ -1130,7 +1130,7 @@ class Compiled {
       st.ops[G] = 2.0 * g.batch * g.m * g.n * g.k + elements * lower::tree_ops<typename Desc::epilogue>::value;
 #if KILN_WITH_CUDA
       if (st.device.is_cuda()) {
-        pr.gemm_plan = cuda::make_gemm_plan<T>(pr.args);
+        pr.gemm_plan = cuda::make_gemm_plan<Desc>(pr.args);
       } else
 #endif
       {

@@ -17,6 +17,7 @@
 
 #include "kiln/backend/cpu/gemm_kernel.hpp"
 #include "kiln/backend/cuda/launch.hpp"
+#include "kiln/expr/ops/pointwise.hpp"
 #include "kiln/backend/cuda/runtime.hpp"
 
 #define KILN_CUBLAS_CHECK(call) ::kiln::cuda::check_cublas((call), #call, __FILE__, __LINE__)
@@ -78,12 +79,57 @@ struct LtTypes<f16> {
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
+// cuBLASLt's own epilogues that a kernel's epilogue can be: acc + bias (BIAS) and
+// relu(acc + bias) (RELU_BIAS), with bias a load other than the accumulator. Whether the bias
+// is a row vector broadcast over the rows is known only at plan time (lt_bias_slot).
+template <class Epi, int Acc>
+struct lt_epilogue_of {
+  static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  static constexpr int bias = -1;
+};
+template <int Acc, int B>
+  requires(B != Acc)
+struct lt_epilogue_of<lower::LOp<Add, lower::LLoad<Acc>, lower::LLoad<B>>, Acc> {
+  static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_BIAS;
+  static constexpr int bias = B;
+};
+template <int Acc, int B>
+  requires(B != Acc)
+struct lt_epilogue_of<lower::LOp<Add, lower::LLoad<B>, lower::LLoad<Acc>>, Acc> {
+  static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_BIAS;
+  static constexpr int bias = B;
+};
+template <class Inner, int Acc>
+struct lt_epilogue_of<lower::LOp<Relu, Inner>, Acc> {
+  static constexpr bool bias_add = lt_epilogue_of<Inner, Acc>::kind == CUBLASLT_EPILOGUE_BIAS;
+  static constexpr cublasLtEpilogue_t kind = bias_add ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  static constexpr int bias = bias_add ? lt_epilogue_of<Inner, Acc>::bias : -1;
+};
+
+// The load slot cuBLASLt reads as its bias vector, or -1 when the epilogue runs as a row kernel:
+// the kernel's epilogue is one of cuBLASLt's, the product is one matrix written in place, and
+// the bias is packed along the output's columns and broadcast over its rows.
+template <class Desc, class G>
+int lt_bias_slot(const G& g) {
+  using E = lt_epilogue_of<typename Desc::epilogue, Desc::acc_slot>;
+  if constexpr (E::bias < 0) {
+    return -1;
+  } else {
+    const auto& e = g.epilogue;
+    if (g.batch != 1 || !g.in_place || e.rows != g.m || e.len != g.n || e.inner[E::bias] != 1) return -1;
+    for (int d = 0; d < e.nrow_dims; ++d)
+      if (e.outer[E::bias][d] != 0) return -1;
+    return E::bias;
+  }
+}
+
 // The cuBLASLt descriptors of one GEMM shape, and the algorithms its heuristic offers.
 struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulHeuristicResult_t algos[8] = {};
   int nalgos = 0;
+  int bias_slot = -1;  // cuBLASLt applies the epilogue (BIAS or RELU_BIAS), reading this load
   GemmPlan() = default;
   GemmPlan(const GemmPlan&) = delete;
   GemmPlan& operator=(const GemmPlan&) = delete;
@@ -137,8 +183,9 @@ std::uint32_t operand_alignment(index_t batch_stride, int batch) {
 
 // Builds the descriptors for g's shape and strides (pointers are set at launch); none for an
 // empty product (a zero batch, m, n or k), which run_gemm handles without cuBLASLt.
-template <class T, class G>
+template <class Desc, class G>
 std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
+  using T = typename Desc::value_type;
   if (g.batch == 0 || g.m == 0 || g.n == 0 || g.k == 0) return nullptr;
   auto p = std::make_unique<GemmPlan>();
   const auto m = static_cast<std::uint64_t>(g.m), n = static_cast<std::uint64_t>(g.n), k = static_cast<std::uint64_t>(g.k);
@@ -150,6 +197,13 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
   KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, LtTypes<T>::compute, LtTypes<T>::scale));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if constexpr (Desc::has_epilogue) {
+    p->bias_slot = lt_bias_slot<Desc>(g);
+    if (p->bias_slot >= 0) {  // the bias pointer is set at each launch
+      const cublasLtEpilogue_t epi = lt_epilogue_of<typename Desc::epilogue, Desc::acc_slot>::kind;
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    }
+  }
   cublasLtMatmulPreference_t pref;
   KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const std::size_t ws = kLtWorkspace;
@@ -177,12 +231,13 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
 // The small-product kernel (small_gemm.cuh): for at most 4 rows of A (one matrix), B row-major
 // with rows of whole 16-byte vectors, and an epilogue, if any, over the product's own rows.
 inline constexpr index_t kSmallGemmRows = 4;
+inline constexpr int kSmallGemmVector = 4;  // columns per lane
 inline constexpr index_t kSmallGemmBlocks = 264;  // blocks to aim for: two per SM of an H100/H200
 
 template <class G>
 bool small_gemm_applies(const G& g, bool has_epilogue) {
   using S = std::remove_cvref_t<decltype(*g.acc)>;
-  constexpr index_t V = 16 / sizeof(S);
+  constexpr index_t V = kSmallGemmVector;
   if (sizeof(S) > 4 || g.batch != 1 || g.m < 1 || g.m > kSmallGemmRows || g.n < 1 || g.k < 1) return false;
   if (g.b.col != 1 || g.b.row % V != 0 || g.n % V != 0) return false;
   return !has_epilogue || (g.in_place && g.epilogue.rows == g.m && g.epilogue.len == g.n);
@@ -197,8 +252,7 @@ struct SmallGemmShape {
 };
 template <class G>
 SmallGemmShape small_gemm_shape(const G& g) {
-  using S = std::remove_cvref_t<decltype(*g.acc)>;
-  const index_t tile = 32 * static_cast<index_t>(16 / sizeof(S));
+  const index_t tile = 32 * kSmallGemmVector;
   SmallGemmShape s;
   s.tiles = (g.n + tile - 1) / tile;
   // enough blocks to keep every SM streaming B, each with at least 64 rows of k, and at most
@@ -221,12 +275,14 @@ struct kernel_args<SmallGemm<Desc>> {
 // heuristic's first algorithm); kLtAlgo + i the heuristic's algorithm i.
 inline constexpr int kLtAlgo = 16;
 
-// Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel;
-// or both in one kernel for a small product (scratch: small_gemm_shape(g).bytes, zeroed once).
+// Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel
+// (or by cuBLASLt, when it is one of cuBLASLt's: plan->bias_slot); or both in one kernel for a
+// small product (scratch: small_gemm_shape(g).bytes, zeroed once).
 template <class Desc>
 void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
               const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
   using T = typename Desc::value_type;
+  bool epilogue_done = false;  // cuBLASLt applied it
   if (cfg.variant == 0 && scratch && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 &&
       small_gemm_applies(g, Desc::has_epilogue)) {
     launch<SmallGemm<Desc>>(g, cfg, stream, scratch);
@@ -239,6 +295,11 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
       const compute_t<T> alpha = 1, beta = 0;
       LtContext& lt = LtContext::get();
       const int i = cfg.variant >= kLtAlgo && cfg.variant - kLtAlgo < plan->nalgos ? cfg.variant - kLtAlgo : 0;
+      if (plan->bias_slot >= 0) {
+        const void* bias = g.epilogue.ptr[plan->bias_slot];
+        KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        epilogue_done = true;
+      }
       KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->op, &alpha, g.b.ptr, plan->la, g.a.ptr, plan->lb, &beta, g.acc,
                                        plan->lc, g.acc, plan->lc, &plan->algos[i].algo, lt.workspace.get(), kLtWorkspace,
                                        stream));
@@ -246,7 +307,7 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
   if constexpr (Desc::has_epilogue) {
     using Epilogue = lower::RowKernel<T, typename Desc::epilogue, lower::TypeList<>, Desc::nloads, Desc::nconsts>;
-    launch<Epilogue>(g.epilogue, cpu::LaunchConfig{}, stream, nullptr);
+    if (!epilogue_done) launch<Epilogue>(g.epilogue, cpu::LaunchConfig{}, stream, nullptr);
   }
 }
 

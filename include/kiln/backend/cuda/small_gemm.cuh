@@ -4,7 +4,8 @@
 // holds one node per layer instead of two (cuBLASLt, then the epilogue's row kernel).
 //
 // C[m x n] = A[m x k] B[k x n], B row-major. A block owns 32 * V consecutive columns (lane l of
-// each warp: V of them, one 16-byte load per row of B) and one of `splits` ranges of k; its 8
+// each warp: V = 4 of them, one 16-byte load (f32) or 8-byte load (bf16, f16) per row of B; so
+// 16-bit types get as many column tiles, and blocks, as f32) and one of `splits` ranges of k; its 8
 // warps stride over that range, each thread keeping m x V float sums. The warps' sums are added
 // through shared memory in warp order. With one split the block then applies the epilogue and
 // stores; with several it stores its partial sums (float) in scratch and the last block of
@@ -36,9 +37,9 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
                                                                           int splits) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
-  constexpr int V = 16 / sizeof(S);
+  constexpr int V = kSmallGemmVector;
   constexpr int Tile = 32 * V;
-  using Vec = float4;
+  using Vec = std::conditional_t<sizeof(S) == 4, float4, float2>;  // V elements
   __shared__ T part[kSmallGemmWarps][MR][Tile];
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
