@@ -200,6 +200,35 @@ __global__ void pointwise_vector_kernel(const Args a) {
   }
 }
 
+// The row a thread works on: a warp's (WarpPerRow) or its block's; group threads share it,
+// this one being number tid among them.
+struct RowThread {
+  int group, tid;
+  index_t row;
+};
+template <bool WarpPerRow>
+__device__ __forceinline__ RowThread row_thread() {
+  const int group = WarpPerRow ? 32 : static_cast<int>(blockDim.x);
+  const int tid = WarpPerRow ? static_cast<int>(threadIdx.x & 31) : static_cast<int>(threadIdx.x);
+  const index_t row = static_cast<index_t>(blockIdx.x) * (blockDim.x / group) + (WarpPerRow ? threadIdx.x >> 5 : 0);
+  return {group, tid, row};
+}
+
+// Points ctx at row r: its loads, and its row caches (cached stages only) in the warp's (or the
+// block's) part of dynamic shared memory, a.len values per cached stage.
+template <class Desc, bool WarpPerRow, class Ctx, class Args>
+__device__ __forceinline__ void start_row(Ctx& ctx, const Args& a, index_t r, unsigned char* dyn_smem) {
+  init_context(ctx, a);
+  if constexpr (Ctx::row_cache) {
+    using T = compute_t<typename Desc::value_type>;
+    T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
+    int k = 0, s = 0;
+    [&]<class... Ss>(lower::TypeList<Ss...>) { ((ctx.cache[s++] = Ss::cached ? base + (k++) * a.len : nullptr), ...); }(
+        typename Desc::stages{});
+  }
+  set_row(ctx, a, r);
+}
+
 // One row per group of G threads (G = 32: a warp; G = blockDim.x: the block).
 template <class Desc, bool Cached, bool WarpPerRow, class Args>
 __global__ void row_reduce_kernel(const Args a) {
@@ -208,20 +237,12 @@ __global__ void row_reduce_kernel(const Args a) {
   constexpr int NS = Desc::nstages;
   __shared__ T scratch[32];
   extern __shared__ unsigned char dyn_smem[];
-  const int group = WarpPerRow ? 32 : blockDim.x;
-  const int rows_per_block = blockDim.x / group;
-  const int tid = WarpPerRow ? (threadIdx.x & 31) : threadIdx.x;
-  const index_t r = static_cast<index_t>(blockIdx.x) * rows_per_block + (WarpPerRow ? threadIdx.x >> 5 : 0);
-  if (WarpPerRow && r >= a.rows) return;  // whole warps leave; no block barrier follows
+  const RowThread t = row_thread<WarpPerRow>();
+  const int group = t.group, tid = t.tid;
+  if (WarpPerRow && t.row >= a.rows) return;  // whole warps leave; no block barrier follows
   DeviceRowContext<S, Desc::nloads, Desc::nconsts, NS, Cached> ctx;
-  init_context(ctx, a);
-  if constexpr (Cached) {
-    T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
-    int k = 0, s = 0;
-    [&]<class... Ss>(lower::TypeList<Ss...>) { ((ctx.cache[s++] = Ss::cached ? base + (k++) * a.len : nullptr), ...); }(
-        typename Desc::stages{});
-  }
-  set_row(ctx, a, r);
+  start_row<Desc, WarpPerRow>(ctx, a, t.row, dyn_smem);
+  const index_t r = t.row;
   [&]<class... Ss>(lower::TypeList<Ss...>) {
     int s = 0;
     (([&] {
@@ -269,20 +290,12 @@ __global__ void row_reduce_vector_kernel(const Args a) {
   constexpr int NS = Desc::nstages, NL = Desc::nloads, W = 16 / sizeof(S);
   __shared__ T scratch[32];
   extern __shared__ unsigned char dyn_smem[];
-  const int group = WarpPerRow ? 32 : blockDim.x;
-  const int rows_per_block = blockDim.x / group;
-  const int tid = WarpPerRow ? (threadIdx.x & 31) : threadIdx.x;
-  const index_t r = static_cast<index_t>(blockIdx.x) * rows_per_block + (WarpPerRow ? threadIdx.x >> 5 : 0);
-  if (WarpPerRow && r >= a.rows) return;  // whole warps leave; no block barrier follows
+  const RowThread t = row_thread<WarpPerRow>();
+  const int group = t.group, tid = t.tid;
+  if (WarpPerRow && t.row >= a.rows) return;  // whole warps leave; no block barrier follows
   DeviceRowContext<S, NL, Desc::nconsts, NS, Cached> ctx;
-  init_context(ctx, a);
-  if constexpr (Cached) {
-    T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
-    int k = 0, s = 0;
-    [&]<class... Ss>(lower::TypeList<Ss...>) { ((ctx.cache[s++] = Ss::cached ? base + (k++) * a.len : nullptr), ...); }(
-        typename Desc::stages{});
-  }
-  set_row(ctx, a, r);
+  start_row<Desc, WarpPerRow>(ctx, a, t.row, dyn_smem);
+  const index_t r = t.row;
   const index_t nv = a.len / W;
   [&]<class... Ss>(lower::TypeList<Ss...>) {
     int s = 0;
