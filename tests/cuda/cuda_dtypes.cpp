@@ -55,6 +55,22 @@ TEST_CASE("small products: one kernel for GEMM and epilogue, m <= 4") {
   CHECK(fused.graph_replays() > 0);
 }
 
+// Which epilogue trees cuBLASLt takes (checked where the tests are compiled, CI included).
+namespace lt_patterns {
+using kiln::lower::LLoad;
+using kiln::lower::LOp;
+template <class Tree, int Acc>
+constexpr cublasLtEpilogue_t kind = kiln::cuda::lt_epilogue_of<Tree, Acc>::kind;
+static_assert(kind<LOp<kiln::Add, LLoad<0>, LLoad<1>>, 0> == CUBLASLT_EPILOGUE_BIAS);
+static_assert(kind<LOp<kiln::Add, LLoad<1>, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_BIAS);
+static_assert(kiln::cuda::lt_epilogue_of<LOp<kiln::Add, LLoad<1>, LLoad<0>>, 0>::bias == 1);
+static_assert(kind<LOp<kiln::Relu, LOp<kiln::Add, LLoad<0>, LLoad<2>>>, 0> == CUBLASLT_EPILOGUE_RELU_BIAS);
+static_assert(kind<LOp<kiln::Add, LLoad<0>, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);  // acc + acc
+static_assert(kind<LOp<kiln::Mul, LLoad<0>, LLoad<1>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
+static_assert(kind<LOp<kiln::Gelu, LOp<kiln::Add, LLoad<0>, LLoad<1>>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);  // exact gelu
+static_assert(kind<LOp<kiln::Relu, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
+}  // namespace lt_patterns
+
 // cuBLASLt's own epilogues: x w + b, b + x w and relu(x w + b) with b broadcast over the rows
 // run as one cuBLASLt call (BIAS, RELU_BIAS); against float64, f32 and bf16.
 template <class S>
