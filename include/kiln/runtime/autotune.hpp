@@ -66,9 +66,14 @@ struct TuneRecord {
   double ms = 0;
 };
 
+// The file format's version, raised when a stored config's meaning changes (2: a CUDA GEMM's
+// variant 0 is kiln's choice and kLtAlgo + i cuBLASLt's algorithm i; a CUDA row kernel's chunks
+// 1 asks for element loads), so that an older cache is tuned again rather than misread.
+inline constexpr const char* kAutotuneVersion = "2";
+
 inline std::string encode_body(const std::string& key, const TuneRecord& r) {
   std::ostringstream s;
-  s << "kiln-autotune 1\nkey " << key << "\nconfig " << r.config.threads << ' ' << r.config.chunks << ' '
+  s << "kiln-autotune " << kAutotuneVersion << "\nkey " << key << "\nconfig " << r.config.threads << ' ' << r.config.chunks << ' '
     << r.config.variant << ' ' << r.config.panel_bytes << "\nms " << r.ms << '\n';
   return s.str();
 }
@@ -96,7 +101,7 @@ class AutotuneCache {
     std::istringstream s(body);
     std::string magic, version, word, stored_key;
     s >> magic >> version;
-    if (magic != "kiln-autotune" || version != "1") return bad("not a kiln autotune file of this version");
+    if (magic != "kiln-autotune" || version != kAutotuneVersion) return bad("not a kiln autotune file of this version");
     s >> word;
     s.get();
     std::getline(s, stored_key);
