@@ -1,5 +1,6 @@
 // Every pointwise op, compiled and eager, against the float64 reference on fresh random data.
-// Included by ops_pointwise_f32.cpp and ops_pointwise_f64.cpp with T set.
+// Included by ops_pointwise_f32.cpp and ops_pointwise_f64.cpp with T set, and by
+// cuda/cuda_pointwise.cpp, which sets device() to the GPU.
 #pragma once
 #include "reference.hpp"
 
@@ -8,9 +9,15 @@ namespace pointwise_cases {
 // Odd extents, so SIMD loops run their remainders too.
 inline const kiln::Shape kShape{37, 53};
 
+// Where the inputs live, and so where the kernels run.
+inline kiln::Device& device() {
+  static kiln::Device d = kiln::Device::cpu();
+  return d;
+}
+
 template <class T>
 kiln::Tensor<T> uniform(double lo, double hi, std::uint64_t seed) {
-  return kiln::rand<T>(kShape, seed, static_cast<T>(lo), static_cast<T>(hi));
+  return kiln::rand<T>(kShape, seed, static_cast<T>(lo), static_cast<T>(hi)).to(device());
 }
 
 template <class T, class Build, class RefFn>
@@ -20,11 +27,11 @@ void unary(const char* name, Build build, RefFn reference, double lo, double hi,
   auto f = kiln::compile(y);
   auto e = kiln::eager(y);
   const auto xt = uniform<T>(lo, hi, 11);
-  const auto want = ref::map(ref::from(xt), reference);
+  const auto want = ref::map(ref::from(xt.cpu()), reference);
   INFO("op: " << name);
   CHECK(f.kernel_count() == 1);
-  ref::check_close(f(x = xt), want, rtol);
-  ref::check_close(e(x = xt), want, rtol);
+  ref::check_close(f(x = xt).cpu(), want, rtol);
+  ref::check_close(e(x = xt).cpu(), want, rtol);
 }
 
 template <class T, class Build, class RefFn>
@@ -35,10 +42,10 @@ void binary(const char* name, Build build, RefFn reference, double lo, double hi
   auto f = kiln::compile(y);
   auto e = kiln::eager(y);
   const auto at = uniform<T>(lo, hi, 21), bt = uniform<T>(lo, hi, 22);
-  const auto want = ref::zip(ref::from(at), ref::from(bt), reference);
+  const auto want = ref::zip(ref::from(at.cpu()), ref::from(bt.cpu()), reference);
   INFO("op: " << name);
-  ref::check_close(f(a = at, b = bt), want, rtol);
-  ref::check_close(e(a = at, b = bt), want, rtol);
+  ref::check_close(f(a = at, b = bt).cpu(), want, rtol);
+  ref::check_close(e(a = at, b = bt).cpu(), want, rtol);
 }
 
 template <class T>

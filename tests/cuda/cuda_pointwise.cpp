@@ -1,0 +1,28 @@
+// Every pointwise op on the GPU, compiled and eager, f32 and f64, against the float64 reference:
+// the CPU suite's cases (pointwise_cases.hpp) with the inputs on the device. 37 x 53 inputs,
+// so the kernels take their element (not 16-byte) path; cuda_dtypes covers the vector path.
+#include "../pointwise_cases.hpp"
+
+namespace {
+struct OnGpu {
+  OnGpu() { pointwise_cases::device() = kiln::Device::cuda(); }
+  ~OnGpu() { pointwise_cases::device() = kiln::Device::cpu(); }
+};
+}  // namespace
+
+TEST_CASE("unary pointwise ops on the GPU, f32") {
+  OnGpu gpu;
+  pointwise_cases::all_unary<float>();
+}
+TEST_CASE("binary pointwise ops on the GPU, f32") {
+  OnGpu gpu;
+  pointwise_cases::all_binary<float>();
+}
+TEST_CASE("unary pointwise ops on the GPU, f64") {
+  OnGpu gpu;
+  pointwise_cases::all_unary<double>();
+}
+TEST_CASE("binary pointwise ops on the GPU, f64") {
+  OnGpu gpu;
+  pointwise_cases::all_binary<double>();
+}
