@@ -78,25 +78,38 @@ void reductions(kiln::Device dev) {
         ref::reduce(ref::map(xr, [](double v) { return 2 * v; }), 2, ref::Red::Max, false));
 }
 
+// A transformer FFN, y = gelu(x w1 + b1) w2 + b2 with 256 features and 512 hidden, and its
+// weights on dev (drawn from seed, seed + 1, ...); run(f, xt) binds them.
+template <class S>
+struct Ffn {
+  static constexpr auto x = kiln::input<"x", 2, S>();
+  static constexpr auto w1 = kiln::param<"w1", 2, S>();
+  static constexpr auto b1 = kiln::param<"b1", 1, S>();
+  static constexpr auto w2 = kiln::param<"w2", 2, S>();
+  static constexpr auto b2 = kiln::param<"b2", 1, S>();
+  static constexpr auto y = kiln::matmul(kiln::gelu(kiln::matmul(x, w1) + b1), w2) + b2;
+  kiln::Tensor<S> w1t, b1t, w2t, b2t;
+  Ffn(kiln::Device dev, std::uint64_t seed)
+      : w1t(randn_on<S>({256, 512}, seed, dev, 1.0 / 16)), b1t(randn_on<S>({512}, seed + 2, dev)),
+        w2t(randn_on<S>({512, 256}, seed + 1, dev, 1.0 / 22.6)), b2t(randn_on<S>({256}, seed + 3, dev)) {}
+  template <class F>
+  kiln::Tensor<S> run(F& f, const kiln::Tensor<S>& xt) const {
+    return f(x = xt, w1 = w1t, b1 = b1t, w2 = w2t, b2 = b2t);
+  }
+};
+
 template <class S>
 void matmul_ffn(kiln::Device dev) {
-  constexpr auto x = kiln::input<"x", 2, S>();
-  constexpr auto w1 = kiln::param<"w1", 2, S>();
-  constexpr auto b1 = kiln::param<"b1", 1, S>();
-  constexpr auto w2 = kiln::param<"w2", 2, S>();
-  constexpr auto b2 = kiln::param<"b2", 1, S>();
-  constexpr auto y = kiln::matmul(kiln::gelu(kiln::matmul(x, w1) + b1), w2) + b2;
-  const auto w1t = randn_on<S>({256, 512}, 41, dev, 1.0 / 16), w2t = randn_on<S>({512, 256}, 42, dev, 1.0 / 22.6);
-  const auto b1t = randn_on<S>({512}, 43, dev), b2t = randn_on<S>({256}, 44, dev);
-  auto f = kiln::compile(y);
+  const Ffn<S> ffn(dev, 41);
+  auto f = kiln::compile(Ffn<S>::y);
   for (std::size_t batch : {1, 16, 64}) {
     const auto xt = randn_on<S>({batch, 256}, 45 + batch, dev);
     // the reference rounds the hidden layer to S where the plan stores it: the GEMM's result,
     // then gelu's output
-    const auto z = ref::map(ref::matmul(ref::from(xt.cpu()), ref::from(w1t.cpu())), round_to<S>);
-    const auto h = ref::map(add(z, ref::from(b1t.cpu())), [](double v) { return round_to<S>(ref::gelu(v)); });
-    const auto want = add(ref::matmul(h, ref::from(w2t.cpu())), ref::from(b2t.cpu()));
-    check(f(x = xt, w1 = w1t, b1 = b1t, w2 = w2t, b2 = b2t), want, 3.0, ref::Tol<S>::rtol);
+    const auto z = ref::map(ref::matmul(ref::from(xt.cpu()), ref::from(ffn.w1t.cpu())), round_to<S>);
+    const auto h = ref::map(add(z, ref::from(ffn.b1t.cpu())), [](double v) { return round_to<S>(ref::gelu(v)); });
+    const auto want = add(ref::matmul(h, ref::from(ffn.w2t.cpu())), ref::from(ffn.b2t.cpu()));
+    check(ffn.run(f, xt), want, 3.0, ref::Tol<S>::rtol);
   }
 }
 

@@ -132,6 +132,7 @@ class Tensor {
     return t;
   }
   Tensor cpu() const { return to(Device::cpu()); }
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
 
   // A copy with element type U on the same device, each value converted (to a 16-bit type:
   // rounded to nearest even), e.g. xt.as<kiln::bf16>(). A CUDA tensor's values go through the
@@ -143,7 +144,6 @@ class Tensor {
     for (std::size_t i = 0; i < numel(); ++i) t[i] = static_cast<U>(static_cast<compute_t<U>>(widen((*this)[i])));
     return t;
   }
-  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   int rank() const { return shape_.rank(); }
   std::size_t numel() const { return data_ ? shape_.numel() : 0; }
   T* data() { return data_.get(); }
