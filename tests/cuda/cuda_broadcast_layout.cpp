@@ -1,0 +1,31 @@
+// Broadcasting and layout (transpose, reshape) on the GPU: the CPU suites' cases
+// (broadcast_cases.hpp, layout_cases.hpp) with the inputs on the device, against the float64
+// reference with the CPU's tolerances. Part of test_cuda_ops_suites.
+#include "../broadcast_cases.hpp"
+#include "../layout_cases.hpp"
+
+using cases::OnGpu;
+
+TEST_SUITE("broadcast on the GPU") {
+  using namespace broadcast_cases;
+  TEST_CASE_FIXTURE(OnGpu, "equal shapes") { equal_shapes(); }
+  TEST_CASE_FIXTURE(OnGpu, "a row vector against a matrix") { row_vector_against_matrix(); }
+  TEST_CASE_FIXTURE(OnGpu, "a column against a matrix") { column_against_matrix(); }
+  TEST_CASE_FIXTURE(OnGpu, "an outer product of size-1 dims") { outer_product_of_size_1_dims(); }
+  TEST_CASE_FIXTURE(OnGpu, "a rank-0 tensor on either side") { rank_0_on_either_side(); }
+  TEST_CASE_FIXTURE(OnGpu, "rank mismatch with size-1 dims in the middle") { rank_mismatch_with_size_1_dims(); }
+  TEST_CASE_FIXTURE(OnGpu, "rank 4 against rank 3") { rank_4_against_rank_3(); }
+  TEST_CASE_FIXTURE(OnGpu, "long rows (300001 elements)") { long_rows(); }
+  TEST_CASE_FIXTURE(OnGpu, "a pointwise chain over mixed broadcasts fuses into one kernel") {
+    mixed_broadcast_chain_is_one_kernel();
+  }
+}
+
+TEST_SUITE("layout on the GPU") {
+  using namespace layout_cases;
+  TEST_CASE_FIXTURE(OnGpu, "transpose feeds a pointwise kernel through strides") { transpose_feeds_pointwise_through_strides(); }
+  TEST_CASE_FIXTURE(OnGpu, "transpose of a computed value") { transpose_of_computed_value(); }
+  TEST_CASE_FIXTURE(OnGpu, "reshape, with an inferred extent") { reshape_with_inferred_extent(); }
+  TEST_CASE_FIXTURE(OnGpu, "a reshape of a transpose copies it first") { reshape_of_transpose_copies_first(); }
+  TEST_CASE_FIXTURE(OnGpu, "outputs that are views or inputs are copied") { outputs_that_are_views_or_inputs_are_copied(); }
+}
