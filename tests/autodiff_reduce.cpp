@@ -1,35 +1,6 @@
-// Reverse mode: reductions and row ops, against central finite differences in float64.
-#include "gradcheck.hpp"
+// Reverse mode on the CPU: reductions and row ops; the cases are in autodiff_reduce_cases.hpp
+// (the GPU runs them too).
+#include "autodiff_reduce_cases.hpp"
 
-using namespace gradcheck;
-
-TEST_CASE("reductions") {
-  const kiln::Shape s{3, 4, 5};
-  unary<3>("sum, axis 1", [](auto x) { return kiln::sum<1>(x); }, s, -2, 2);
-  unary<3>("sum, last axis kept", [](auto x) { return kiln::sum<-1, true>(x); }, s, -2, 2);
-  unary<3>("sum of everything", [](auto x) { return kiln::sum(x); }, s, -2, 2);
-  unary<3>("mean, axis 0", [](auto x) { return kiln::mean<0>(x); }, s, -2, 2);
-  unary<3>("mean of everything", [](auto x) { return kiln::mean(x); }, s, -2, 2);
-  unary<3>("max, axis 2", [](auto x) { return kiln::max<2>(x); }, s, -2, 2);
-  unary<3>("min, axis 1 kept", [](auto x) { return kiln::min<1, true>(x); }, s, -2, 2);
-  unary<3>("max of everything", [](auto x) { return kiln::max(x); }, s, -2, 2);
-}
-
-TEST_CASE("row ops: softmax, log_softmax, layer_norm") {
-  unary<2>("softmax", [](auto x) { return kiln::softmax(x); }, {3, 6}, -2, 2);
-  unary<2>("log_softmax", [](auto x) { return kiln::log_softmax(x * 2.0); }, {3, 6}, -2, 2);
-  constexpr auto x = kiln::input<"x", 2, double>();
-  constexpr auto g = kiln::param<"g", 1, double>();
-  constexpr auto b = kiln::param<"b", 1, double>();
-  constexpr auto r = kiln::input<"r", 2, double>();
-  constexpr auto loss = kiln::sum(kiln::layer_norm(x, g, b, 1e-5) * r);
-  const auto xt = kiln::randn<double>({4, 7}, 6), gt = kiln::randn<double>({7}, 7), bt = kiln::randn<double>({7}, 8);
-  const auto rt = kiln::randn<double>({4, 7}, 9);
-  auto [gx, gg, gb] = kiln::grad(loss, x, g, b);
-  auto f = kiln::compile(loss);
-  auto [dx, dg, db] = kiln::compile(kiln::outputs(gx, gg, gb))(x = xt, g = gt, b = bt, r = rt);
-  check("layer_norm x", dx, numeric_gradient(xt, [&](const auto& v) { return f(x = v, g = gt, b = bt, r = rt)[0]; }));
-  check("layer_norm gamma", dg, numeric_gradient(gt, [&](const auto& v) { return f(x = xt, g = v, b = bt, r = rt)[0]; }));
-  check("layer_norm beta", db, numeric_gradient(bt, [&](const auto& v) { return f(x = xt, g = gt, b = v, r = rt)[0]; }));
-}
-
+TEST_CASE("reductions") { autodiff_reduce_cases::reductions(); }
+TEST_CASE("row ops: softmax, log_softmax, layer_norm") { autodiff_reduce_cases::row_ops(); }

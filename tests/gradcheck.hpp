@@ -1,7 +1,9 @@
 // Reverse mode test helpers: an op's vjp rule against central finite differences in float64
 // on random inputs. Used by the autodiff_*.cpp tests (split so each compiles in under a minute).
+// unary and binary run the gradient on cases::device() (on_device.hpp), so a GPU test can run
+// the same cases; the finite differences, the reference, always run on the CPU.
 #pragma once
-#include "reference.hpp"
+#include "on_device.hpp"
 
 namespace gradcheck {
 
@@ -46,7 +48,9 @@ void unary(const std::string& name, Build build, const kiln::Shape& shape, doubl
   const auto rt = kiln::randn<double>(kiln::compile(y)(x = xt).shape(), 2);
   auto [gx] = kiln::grad(loss, x);
   auto f = kiln::compile(loss);
-  check(name, kiln::compile(gx)(x = xt, r = rt), numeric_gradient(xt, [&](const auto& v) { return f(x = v, r = rt)[0]; }));
+  const auto dev = cases::device();
+  check(name, kiln::compile(gx)(x = xt.to(dev), r = rt.to(dev)).cpu(),
+        numeric_gradient(xt, [&](const auto& v) { return f(x = v, r = rt)[0]; }));
 }
 
 template <int RA, int RB, class Build>
@@ -61,9 +65,10 @@ void binary(const std::string& name, Build build, const kiln::Shape& sa, const k
   auto [ga, gb] = kiln::grad(loss, a, b);
   auto f = kiln::compile(loss);
   auto g = kiln::compile(kiln::outputs(ga, gb));
-  auto [gat, gbt] = g(a = at, b = bt, r = rt);
-  check(name + " (first operand)", gat, numeric_gradient(at, [&](const auto& v) { return f(a = v, b = bt, r = rt)[0]; }));
-  check(name + " (second operand)", gbt, numeric_gradient(bt, [&](const auto& v) { return f(a = at, b = v, r = rt)[0]; }));
+  const auto dev = cases::device();
+  auto [gat, gbt] = g(a = at.to(dev), b = bt.to(dev), r = rt.to(dev));
+  check(name + " (first operand)", gat.cpu(), numeric_gradient(at, [&](const auto& v) { return f(a = v, b = bt, r = rt)[0]; }));
+  check(name + " (second operand)", gbt.cpu(), numeric_gradient(bt, [&](const auto& v) { return f(a = at, b = v, r = rt)[0]; }));
 }
 
 }  // namespace gradcheck
