@@ -1,19 +1,16 @@
 // Every pointwise op, compiled and eager, against the float64 reference on fresh random data.
 // Included by ops_pointwise_f32.cpp and ops_pointwise_f64.cpp with T set, and by
-// cuda/cuda_pointwise.cpp, which sets device() to the GPU.
+// cuda/cuda_pointwise.cpp, which sets cases::device() to the GPU.
 #pragma once
-#include "reference.hpp"
+#include "on_device.hpp"
 
 namespace pointwise_cases {
 
 // Odd extents, so SIMD loops run their remainders too.
 inline const kiln::Shape kShape{37, 53};
 
-// Where the inputs live, and so where the kernels run.
-inline kiln::Device& device() {
-  static kiln::Device d = kiln::Device::cpu();
-  return d;
-}
+// Where the inputs live, and so where the kernels run: the switch every shared case file uses.
+using cases::device;
 
 template <class T>
 kiln::Tensor<T> uniform(double lo, double hi, std::uint64_t seed) {

@@ -3,12 +3,7 @@
 // so the kernels take their element (not 16-byte) path; cuda_dtypes covers the vector path.
 #include "../pointwise_cases.hpp"
 
-namespace {
-struct OnGpu {
-  OnGpu() { pointwise_cases::device() = kiln::Device::cuda(); }
-  ~OnGpu() { pointwise_cases::device() = kiln::Device::cpu(); }
-};
-}  // namespace
+using cases::OnGpu;
 
 TEST_CASE("unary pointwise ops on the GPU, f32") {
   OnGpu gpu;
