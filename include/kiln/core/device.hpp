@@ -28,9 +28,11 @@ struct DeviceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A failed CUDA, cuBLAS or cuBLASLt call: the message names the call, its error, file and line.
+// A failed CUDA, cuBLAS or cuBLASLt call: the message names the call, its error, file and line;
+// code is the cudaError_t of a CUDA runtime call (0 otherwise).
 struct CudaError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit CudaError(const std::string& what, int error_code = 0) : std::runtime_error(what), code(error_code) {}
+  int code = 0;
 };
 
 // The device has not the memory asked for, even after kiln's cache gave back what it held.

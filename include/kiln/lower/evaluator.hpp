@@ -7,6 +7,8 @@
 //   ctx.stage(K)             the value of row-reduction stage K for the current row
 // Trees are empty types with static KILN_HOST_DEVICE functions, so they run on both devices.
 #pragma once
+#include <cstdint>
+
 #include "kiln/core/config.hpp"
 #include "kiln/expr/node.hpp"
 
@@ -86,6 +88,31 @@ struct tree_ops<LOp<Op, Args...>> {
 template <int S, class F>
 struct tree_ops<LCached<S, F>> {
   static constexpr int value = 0;
+};
+
+// The load slots a tree reads, as a bit mask (bit S: load slot S), in a context with row caches
+// (Cached: an LCached reads the cache) or without (it recomputes its fallback). A kernel loads
+// only these, so a stage that needs two of a kernel's four inputs reads two. Slots from 64 on
+// (a kernel with that many inputs) set every bit.
+template <class Tree, bool Cached>
+struct tree_loads {
+  static constexpr std::uint64_t value = 0;
+};
+template <int S, bool Cached>
+struct tree_loads<LLoad<S>, Cached> {
+  static constexpr std::uint64_t value = S < 64 ? std::uint64_t{1} << (S % 64) : ~std::uint64_t{0};
+};
+template <int S, bool Cached>
+struct tree_loads<LScalar<S>, Cached> {
+  static constexpr std::uint64_t value = S < 64 ? std::uint64_t{1} << (S % 64) : ~std::uint64_t{0};
+};
+template <int S, class F, bool Cached>
+struct tree_loads<LCached<S, F>, Cached> {
+  static constexpr std::uint64_t value = Cached ? 0 : tree_loads<F, Cached>::value;
+};
+template <class Op, class... Args, bool Cached>
+struct tree_loads<LOp<Op, Args...>, Cached> {
+  static constexpr std::uint64_t value = (std::uint64_t{0} | ... | tree_loads<Args, Cached>::value);
 };
 
 // One row-reduction stage: reduce Tree along the row with K. Cached: the stage also keeps

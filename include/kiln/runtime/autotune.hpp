@@ -68,8 +68,9 @@ struct TuneRecord {
 
 // The file format's version, raised when a stored config's meaning changes (2: a CUDA GEMM's
 // variant 0 is kiln's choice and kLtAlgo + i cuBLASLt's algorithm i; a CUDA row kernel's chunks
-// 1 asks for element loads), so that an older cache is tuned again rather than misread.
-inline constexpr const char* kAutotuneVersion = "2";
+// 1 asks for element loads; 3: a CUDA row reduction's chunks 0 is the register path and 2 the
+// streamed 16-byte one), so that an older cache is tuned again rather than misread.
+inline constexpr const char* kAutotuneVersion = "3";
 
 inline std::string encode_body(const std::string& key, const TuneRecord& r) {
   std::ostringstream s;

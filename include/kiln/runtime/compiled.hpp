@@ -70,8 +70,7 @@ struct Prepared {
   bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
 #if KILN_WITH_CUDA
   std::unique_ptr<cuda::GemmPlan> gemm_plan;  // GEMM kernels on a CUDA device
-  cuda::Buffer scratch;                        // a total reduction's partials; a small GEMM's
-  std::size_t scratch_size = 0;
+  cuda::Buffer scratch;                        // a total reduction's partials; a small GEMM's (prepare_scratch)
   cpu::LaunchConfig cuda_config;               // block size, variant (MaxAutotune's choice)
 #endif
   cpu::LaunchConfig& config() { return args.config; }
@@ -661,18 +660,6 @@ class Compiled {
       using Desc = typename program::template kernel<G>;
       auto& pr = std::get<G>(st.kernels);
       bind_pointers<Desc>(pr, ptr);
-      if constexpr (!requires { pr.args.epilogue; }) {
-        const std::size_t bytes = cuda::scratch_bytes<Desc>();
-        if (bytes > 0 && !pr.scratch.get()) pr.scratch = cuda::Buffer(bytes, dev);
-      } else if (cuda::small_gemm_applies(pr.args, Desc::has_epilogue)) {
-        // counters that must start at zero (the kernel resets them after each use)
-        const std::size_t bytes = cuda::small_gemm_shape(pr.args).bytes;
-        if (bytes > pr.scratch_size) {
-          pr.scratch = cuda::Buffer(bytes, dev);
-          pr.scratch_size = bytes;
-          KILN_CUDA_CHECK(cudaMemsetAsync(pr.scratch.get(), 0, bytes, stream));
-        }
-      }
     });
     auto launch_all = [&] {
       lower::for_each_index<nkernels>([&](auto g) { launch_cuda<decltype(g)::value>(st, stream); });
@@ -749,7 +736,14 @@ class Compiled {
     cuda::Event e0, e1;
     for (const cpu::LaunchConfig& c : cands) {
       pr.cuda_config = c;
-      launch_cuda<G>(st, stream);  // warm-up
+      try {
+        launch_cuda<G>(st, stream);  // warm-up
+      } catch (const CudaError& e) {
+        // A block size the kernel's registers do not allow is not a candidate; any other failure is an error.
+        if (e.code != cudaErrorLaunchOutOfResources) throw;
+        notes += (notes.empty() ? "" : "; ") + describe_cuda<Desc>(c) + " does not launch";
+        continue;
+      }
       float best_ms = 1e30f;
       for (int rep = 0; rep < 3; ++rep) {
         KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
@@ -775,6 +769,8 @@ class Compiled {
     if (c.variant == 1) s += ", a warp per row";
     if (c.variant == 2) s += ", a block per row";
     if (c.chunks == 1) s += ", element loads";
+    if (c.chunks == 2) s += ", streamed 16-byte loads";
+    if (c.chunks == 0 && Desc::nstages > 0) s += ", the row in registers where it fits";
     return s;
   }
 #endif
@@ -1148,7 +1144,28 @@ class Compiled {
       st.ops[G] = elements * (lower::tree_ops<typename Desc::tree>::value + 1);
     }
     st.read_bytes[G] = reads;
+#if KILN_WITH_CUDA
+    if (st.device.is_cuda()) prepare_scratch<Desc>(pr, st.device.index);
+#endif
   }
+
+#if KILN_WITH_CUDA
+  // A kernel's device scratch, allocated once per shape signature: a total reduction's partials;
+  // a small product's tile counters and split sums (small_gemm.cuh). The counters must start at
+  // zero, and the kernel resets them after each use, so graph replays find them clean.
+  template <class Desc, class P>
+  static void prepare_scratch(P& pr, int dev) {
+    std::size_t bytes = 0;
+    if constexpr (requires { pr.args.epilogue; }) {
+      if (cuda::small_gemm_applies(pr.args, Desc::has_epilogue)) bytes = cuda::small_gemm_shape(pr.args).bytes;
+    } else {
+      bytes = cuda::scratch_bytes<Desc>();
+    }
+    if (bytes == 0) return;
+    pr.scratch = cuda::Buffer(bytes, dev);
+    KILN_CUDA_CHECK(cudaMemsetAsync(pr.scratch.get(), 0, bytes, cuda::stream()));
+  }
+#endif
 
   // Merges dims that every load walks as one; with_inner also folds rows into the last axis.
   template <class RA>

@@ -71,10 +71,12 @@ struct RowContext {
   KILN_INLINE C stage(int k) const { return stages[k]; }
 };
 
-template <class T, int NL, int NC, int NS, bool Unit, bool Cached>
-KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit, Cached>& ctx, const RowArgs<T, NL, NC, NS>& a, index_t row) {
+// Points ptr[s] at row `row` of load s (row-major over a.row_dims). One definition for every
+// kernel on both devices: the CPU row kernels, the CUDA row, pointwise and reduction kernels.
+template <class T, int NL, int NC, int NS, class Ptr>
+KILN_HOST_DEVICE KILN_INLINE void row_pointers(const RowArgs<T, NL, NC, NS>& a, index_t row, Ptr* ptr) {
   if (a.nrow_dims == 1) {  // the common case after dimension collapsing: no divisions
-    for (int s = 0; s < NL; ++s) ctx.row_ptr[s] = a.ptr[s] + row * a.outer[s][0];
+    for (int s = 0; s < NL; ++s) ptr[s] = a.ptr[s] + row * a.outer[s][0];
     return;
   }
   index_t off[NL > 0 ? NL : 1] = {};
@@ -83,7 +85,12 @@ KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit, Cached>& ctx, const Row
     row /= a.row_dims[d];
     for (int s = 0; s < NL; ++s) off[s] += i * a.outer[s][d];
   }
-  for (int s = 0; s < NL; ++s) ctx.row_ptr[s] = a.ptr[s] + off[s];
+  for (int s = 0; s < NL; ++s) ptr[s] = a.ptr[s] + off[s];
+}
+
+template <class T, int NL, int NC, int NS, bool Unit, bool Cached>
+KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit, Cached>& ctx, const RowArgs<T, NL, NC, NS>& a, index_t row) {
+  row_pointers(a, row, ctx.row_ptr);
 }
 
 template <class T, class Tree, class Ctx>

@@ -233,6 +233,9 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
 inline constexpr index_t kSmallGemmRows = 4;
 inline constexpr int kSmallGemmVector = 4;  // columns per lane
 inline constexpr index_t kSmallGemmBlocks = 264;  // blocks to aim for: two per SM of an H100/H200
+inline constexpr int kSmallGemmWarps = 8;          // per block
+inline constexpr int kSmallGemmRowsPerRound = 8;   // rows of B a warp loads before it multiplies
+inline constexpr int kSmallGemmMaxSplits = 64;
 
 template <class G>
 bool small_gemm_applies(const G& g, bool has_epilogue) {
@@ -255,9 +258,12 @@ SmallGemmShape small_gemm_shape(const G& g) {
   const index_t tile = 32 * kSmallGemmVector;
   SmallGemmShape s;
   s.tiles = (g.n + tile - 1) / tile;
-  // enough blocks to keep every SM streaming B, each with at least 64 rows of k, and at most
-  // 16 splits for the last block of a tile to add
-  s.splits = static_cast<int>(std::clamp<index_t>(kSmallGemmBlocks / s.tiles, 1, std::clamp<index_t>(g.k / 64, 1, 16)));
+  // Splits of k: enough that each warp loads its share of B in one round, and enough blocks to keep every SM streaming B (at least 16 rows of k each); at
+  // most kSmallGemmMaxSplits for the last block of a tile to add.
+  const index_t rows_per_block = static_cast<index_t>(kSmallGemmWarps) * kSmallGemmRowsPerRound;
+  const index_t one_round = (g.k + rows_per_block - 1) / rows_per_block;
+  const index_t fill = std::min<index_t>((kSmallGemmBlocks + s.tiles - 1) / s.tiles, std::max<index_t>(g.k / 16, 1));
+  s.splits = static_cast<int>(std::clamp<index_t>(std::max(one_round, fill), 1, kSmallGemmMaxSplits));
   s.counter_bytes = (static_cast<std::size_t>(s.tiles) * sizeof(unsigned) + 255) / 256 * 256;
   s.bytes = s.counter_bytes + (s.splits > 1 ? sizeof(float) * static_cast<std::size_t>(s.splits * g.m * g.n) : 0);
   return s;
@@ -277,14 +283,14 @@ inline constexpr int kLtAlgo = 16;
 
 // Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel
 // (or by cuBLASLt, when it is one of cuBLASLt's: plan->bias_slot); or both in one kernel for a
-// small product (scratch: small_gemm_shape(g).bytes, zeroed once).
+// small product: scratch is then non-null (small_gemm_shape(g).bytes, zeroed once, allocated at
+// plan time only where small_gemm_applies), and B's rows must be 16-byte aligned.
 template <class Desc>
 void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
               const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
-  if (cfg.variant == 0 && scratch && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 &&
-      small_gemm_applies(g, Desc::has_epilogue)) {
+  if (cfg.variant == 0 && scratch && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0) {
     launch<SmallGemm<Desc>>(g, cfg, stream, scratch);
     return;
   }

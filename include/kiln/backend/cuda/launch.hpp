@@ -51,21 +51,23 @@ std::size_t scratch_bytes() {
   else return 0;
 }
 
-// MaxAutotune's candidates: threads per block; for row reductions also a warp (variant 1) or a
-// block (variant 2) per row; for row kernels, 16-byte loads where they apply (chunks 0) or
-// element loads (chunks 1).
+// MaxAutotune's candidates: threads per block; for row kernels the load path (chunks 0: kiln's
+// choice, 1: element loads, 2 for row reductions: streamed 16-byte units), and for the streamed
+// row-reduction paths a warp (variant 1) or a block (variant 2) per row. The register path
+// sizes its own groups, so it is tried once per block size.
 template <class Desc>
 std::vector<cpu::LaunchConfig> candidates() {
   std::vector<cpu::LaunchConfig> c;
   for (int t : {128, 256, 512}) {
     if constexpr (requires { typename Desc::stages; }) {
-      for (int elementwise : {0, 1}) {
-        if constexpr (Desc::nstages > 0) {
-          c.push_back({t, elementwise, 1, 0});
-          c.push_back({t, elementwise, 2, 0});
-        } else {
-          c.push_back({t, elementwise, 0, 0});
+      if constexpr (Desc::nstages > 0) {
+        c.push_back({t, 0, 0, 0});
+        for (int chunks : {1, 2}) {
+          c.push_back({t, chunks, 1, 0});
+          c.push_back({t, chunks, 2, 0});
         }
+      } else {
+        for (int chunks : {0, 1}) c.push_back({t, chunks, 0, 0});
       }
     } else {
       c.push_back({t, 0, 0, 0});

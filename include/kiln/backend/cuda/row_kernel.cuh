@@ -2,15 +2,23 @@
 // instantiated per lowered RowKernel descriptor. Arguments are the CPU backend's RowArgs,
 // passed by value (trivially copyable: pointers, strides, extents, scalars).
 //
-// Pointwise (no stages): a grid-stride loop over rows x len. Where every load has inner stride
-// 1 or 0, rows are whole vectors and pointers are 16-byte aligned, each thread moves 16 bytes
-// per load and store (float4): the maths runs per lane on registers indexed by compile-time
-// lane numbers.
+// Both kinds work in units of W consecutive columns: W = 1 (element loads, any strides), or
+// the W elements of one 16-byte load (4 f32, 8 bf16 or f16) where every load has inner stride 1
+// or 0, rows are whole vectors and pointers are 16-byte aligned. A unit's loads sit in
+// registers as loaded (raw, widened on use) and its W lanes are evaluated with compile-time
+// lane numbers, so the maths runs on registers.
 //
-// Row reduction: a warp per row (rows up to kWarpRowMax) or a block per row. Each stage
-// reduces its tree over the row (shuffles, then shared memory across warps); NaN wins max/min
-// as on the CPU; the epilogue tree then writes the row. Stage values a later tree reads
-// (LCached) are kept in shared memory when the row fits, else recomputed.
+// Pointwise (no stages): a grid-stride loop over the units of rows x len.
+//
+// Row reduction: a warp per row or a block per row. Each stage reduces its tree over the row
+// (shuffles, then shared memory across warps); NaN wins max/min as on the CPU; the output tree
+// then writes the row. Two ways to read the row:
+// - registers (R > 0): the row's units are loaded once, R per thread, and every stage and the
+//   output read them there: one pass over memory (loads only the output reads come in with it).
+//   Where the row fits: up to kRowRegisterThreads x R units.
+// - streamed (R = 0): each stage and the output read the loads their trees use again (from L1
+//   or L2). Stage values a later tree reads (LCached) are kept in shared memory when the row
+//   fits, else recomputed.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -85,118 +93,179 @@ __device__ __forceinline__ void init_context(Ctx& ctx, const Args& a) {
   for (int c = 0; c < NC; ++c) ctx.consts[c] = a.consts[c];
 }
 
-// Points ctx's loads at row `row` (row-major over row_dims).
+// Points ctx's loads at row `row`.
 template <class Ctx, class Args>
 __device__ __forceinline__ void set_row(Ctx& ctx, const Args& a, index_t row) {
-  constexpr int NL = sizeof(a.inner) / sizeof(a.inner[0]);
-  index_t off[NL] = {};
-  for (int d = a.nrow_dims - 1; d >= 0; --d) {
-    const index_t i = row % a.row_dims[d];
-    row /= a.row_dims[d];
-#pragma unroll
-    for (int s = 0; s < NL; ++s) off[s] += i * a.outer[s][d];
-  }
-#pragma unroll
-  for (int s = 0; s < NL; ++s) ctx.row_ptr[s] = a.ptr[s] + off[s];
+  cpu::row_pointers(a, row, ctx.row_ptr);
 }
 
-// Lane K of a vector of W elements: loads read registers the thread filled with 16-byte loads
-// (widened to the compute type T); stages and row caches (row kernels) are the row's. Row
-// caches hold lane K of vector jv at K * nv + jv (nv vectors per row): consecutive threads
-// touch consecutive words, so shared memory serves a warp without bank conflicts.
-template <class T, int NL, int W, int K, bool Cached = false>
-struct LaneContext {
-  static constexpr bool row_cache = Cached;
-  const T (&v)[NL > 0 ? NL : 1][W];
-  const T* consts;
-  const T* stages = nullptr;
-  T* const* cache = nullptr;
-  index_t jv = 0, nv = 0;
-  template <int S>
-  __device__ __forceinline__ T load(index_t) const {
-    return v[S][K];
-  }
-  template <int S>
-  __device__ __forceinline__ T scalar() const {
-    return v[S][0];
-  }
-  __device__ __forceinline__ T constant(int c) const { return consts[c]; }
-  __device__ __forceinline__ T stage(int k) const { return stages[k]; }
-  __device__ __forceinline__ T cached(int s, index_t) const { return cache[s][K * nv + jv]; }
-};
+// A unit of W elements of storage type S as loaded: the element itself (W = 1) or one 16-byte
+// vector.
+template <class S, int W>
+using raw_t = std::conditional_t<W == 1, S, float4>;
 
-// Fills v[s][0..W) with the W elements of load s from column j on (a 16-byte load where the
-// load's inner stride is 1; its one element, broadcast, where it is 0).
-template <int NL, int W, class S, class T>
-__device__ __forceinline__ void load_lanes(T (&v)[NL > 0 ? NL : 1][W], const S* const* ptr, const index_t* inner, index_t j) {
+// Lane K of a raw unit, widened to the compute type.
+template <int K, class S, int W>
+__device__ __forceinline__ compute_t<S> lane(const raw_t<S, W>& r) {
+  if constexpr (W == 1) return widen(r);
+  else return widen(reinterpret_cast<const S*>(&r)[K]);
+}
+
+inline constexpr bool loads_slot(std::uint64_t mask, int s) { return s >= 64 || ((mask >> (s % 64)) & 1u); }
+
+// Fills v[s] with the unit at column j of each load s in Mask: W = 1: the element (any inner
+// stride); W > 1: a 16-byte load where the inner stride is 1, the one element broadcast where
+// it is 0.
+template <std::uint64_t Mask, int NL, int W, class S>
+__device__ __forceinline__ void load_unit(raw_t<S, W> (&v)[NL > 0 ? NL : 1], const S* const* ptr, const index_t* inner,
+                                          index_t j) {
 #pragma unroll
   for (int s = 0; s < NL; ++s) {
-    if (inner[s] == 1) {
-      const float4 x = *reinterpret_cast<const float4*>(ptr[s] + j);
-      const S* xs = reinterpret_cast<const S*>(&x);
-#pragma unroll
-      for (int k = 0; k < W; ++k) v[s][k] = widen(xs[k]);
+    if (!loads_slot(Mask, s)) continue;
+    if constexpr (W == 1) {
+      v[s] = ptr[s][j * inner[s]];
+    } else if (inner[s] == 1) {
+      v[s] = *reinterpret_cast<const float4*>(ptr[s] + j);
     } else {
-      const T x = widen(ptr[s][0]);
+      S* xs = reinterpret_cast<S*>(&v[s]);
+      const S x = ptr[s][0];
 #pragma unroll
-      for (int k = 0; k < W; ++k) v[s][k] = x;
+      for (int k = 0; k < W; ++k) xs[k] = x;
     }
   }
 }
+
+// Row caches, as LaneContext reads them: none, or one per cached stage in shared memory, lane K
+// of unit ju at K * nu + ju (nu units per row): consecutive threads touch consecutive words, so
+// shared memory serves a warp without bank conflicts.
+struct NoRowCache {
+  static constexpr bool enabled = false;
+  template <int K, class T>
+  __device__ __forceinline__ T get(int, index_t) const {
+    return T();
+  }
+};
+template <class T>
+struct SharedRowCache {
+  static constexpr bool enabled = true;
+  T* const* cache;
+  index_t nu;
+  template <int K, class U = T>
+  __device__ __forceinline__ U get(int s, index_t ju) const {
+    return cache[s][K * nu + ju];
+  }
+  __device__ __forceinline__ T* slot(int s, int k, index_t ju) const { return cache[s] + k * nu + ju; }
+};
+
+// Lane K of unit ju: loads read the unit's registers; stages and row caches are the row's.
+template <class S, int NL, int W, int K, class Cache = NoRowCache>
+struct LaneContext {
+  using T = compute_t<S>;
+  static constexpr bool row_cache = Cache::enabled;
+  const raw_t<S, W> (&v)[NL > 0 ? NL : 1];
+  const T* consts;
+  const T* stages = nullptr;
+  Cache cache{};
+  index_t ju = 0;
+  template <int L>
+  __device__ __forceinline__ T load(index_t) const {
+    return lane<K, S, W>(v[L]);
+  }
+  template <int L>
+  __device__ __forceinline__ T scalar() const {
+    return lane<0, S, W>(v[L]);
+  }
+  __device__ __forceinline__ T constant(int c) const { return consts[c]; }
+  __device__ __forceinline__ T stage(int k) const { return stages[k]; }
+  __device__ __forceinline__ T cached(int s, index_t) const { return cache.template get<K, T>(s, ju); }
+};
+
+// The bits of an f32, bf16 or f16 value.
+template <class S>
+__device__ __forceinline__ unsigned bits_of(S x) {
+  if constexpr (std::is_same_v<S, float>) return __float_as_uint(x);
+  else return x.bits;
+}
+
+// Stores the 16 bytes x[0..W) at p (16-byte aligned, global memory) with one 16-byte store.
+// In PTX: nvcc 13.0 splits a float4 or uint4 store built from scalars into four 4-byte stores
+// in some kernels (the pointwise kernels' stores were all split), which quadruples the store
+// instructions and leaves each one a strided, partial write.
+template <class S, int W>
+__device__ __forceinline__ void store_vector(S* p, const S (&x)[W]) {
+  static_assert(W * sizeof(S) == 16, "kiln: a 16-byte vector");
+  unsigned w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (sizeof(S) == 4) w[k] = bits_of(x[k]);
+    else w[k] = bits_of(x[2 * k]) | (bits_of(x[2 * k + 1]) << 16);
+  }
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+}
+
+// Tree at the W lanes of unit ju (columns ju * W + K), stored at out + ju * W.
+template <class Tree, class S, int NL, int W, class Cache>
+__device__ __forceinline__ void store_unit(S* out, const raw_t<S, W> (&v)[NL > 0 ? NL : 1], const compute_t<S>* consts,
+                                           const compute_t<S>* stages, Cache cache, index_t ju) {
+  using T = compute_t<S>;
+  S o[W];
+  [&]<int... K>(std::integer_sequence<int, K...>) {
+    ((o[K] = narrow<S>(Tree::template eval<T>(LaneContext<S, NL, W, K, Cache>{v, consts, stages, cache, ju}, ju * W + K))),
+     ...);
+  }(std::make_integer_sequence<int, W>{});
+  if constexpr (W == 1) out[ju] = o[0];
+  else store_vector(out + ju * W, o);
+}
+
+// Combines Tree's values at the W lanes of unit ju into acc, in lane order; with Keep also
+// stores each in the stage's row cache (keep).
+template <class Tree, ReduceKind Kind, bool Keep, class S, int NL, int W, class Cache>
+__device__ __forceinline__ compute_t<S> reduce_unit(compute_t<S> acc, const raw_t<S, W> (&v)[NL > 0 ? NL : 1],
+                                                    const compute_t<S>* consts, const compute_t<S>* stages, Cache cache,
+                                                    int s, index_t ju) {
+  using T = compute_t<S>;
+  [&]<int... K>(std::integer_sequence<int, K...>) {
+    ((acc = combine<Kind>(acc, [&] {
+        const T x = Tree::template eval<T>(LaneContext<S, NL, W, K, Cache>{v, consts, stages, cache, ju}, ju * W + K);
+        if constexpr (Keep) *cache.slot(s, K, ju) = x;
+        return x;
+      }())),
+     ...);
+  }(std::make_integer_sequence<int, W>{});
+  return acc;
+}
+
+// The load slots a row kernel's stages read: the register path keeps these for the whole row;
+// loads only the output reads (a layer norm's gamma and beta) are read when it is written.
+template <class Stages>
+struct stage_loads;
+template <class... Ss>
+struct stage_loads<lower::TypeList<Ss...>> {
+  static constexpr std::uint64_t value = (std::uint64_t{0} | ... | lower::tree_loads<typename Ss::tree, false>::value);
+};
 
 template <class Desc>
 struct RowKernelCuda;
 
-template <class Desc, class Args>
-__global__ void pointwise_scalar_kernel(const Args a) {
+// Pointwise: units of W elements (W = 1: element loads; else 16-byte ones) in a grid-stride loop.
+template <class Desc, int W, class Args>
+__global__ void pointwise_kernel(const Args a) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
-  DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
-  init_context(ctx, a);
-  const index_t total = a.rows * a.len;
-  const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
-  for (index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
-    const index_t r = a.rows == 1 ? 0 : e / a.len, j = a.rows == 1 ? e : e - r * a.len;
-    set_row(ctx, a, r);
-    a.out[e] = narrow<S>(Desc::out_tree::template eval<T>(ctx, j));
-  }
-}
-
-// Every load's inner stride is 0 or 1, len % W == 0 and every pointer 16-byte aligned. W
-// elements of storage type S per 16 bytes (4 f32, 8 bf16 or f16), computed in T.
-template <class Desc, class Args>
-__global__ void pointwise_vector_kernel(const Args a) {
-  using S = typename Desc::value_type;
-  using T = compute_t<S>;
-  constexpr int NL = Desc::nloads > 0 ? Desc::nloads : 1;
-  constexpr int W = 16 / sizeof(S);
-  using V = float4;
-  const index_t vlen = a.len / W, total = a.rows * vlen;
+  constexpr int NL = Desc::nloads;
+  constexpr std::uint64_t Mask = lower::tree_loads<typename Desc::out_tree, false>::value;
+  const index_t nu = a.len / W, total = a.rows * nu;
   const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
   T consts[Desc::nconsts > 0 ? Desc::nconsts : 1];
 #pragma unroll
   for (int c = 0; c < Desc::nconsts; ++c) consts[c] = a.consts[c];
+  const S* p[NL > 0 ? NL : 1];
   for (index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
-    const index_t r = a.rows == 1 ? 0 : e / vlen, j = (a.rows == 1 ? e : e - r * vlen) * W;
-    index_t row = r;
-    index_t off[NL] = {};
-    for (int d = a.nrow_dims - 1; d >= 0 && a.rows > 1; --d) {
-      const index_t i = row % a.row_dims[d];
-      row /= a.row_dims[d];
-#pragma unroll
-      for (int s = 0; s < Desc::nloads; ++s) off[s] += i * a.outer[s][d];
-    }
-    const S* p[NL];
-#pragma unroll
-    for (int s = 0; s < Desc::nloads; ++s) p[s] = a.ptr[s] + off[s];
-    T v[NL][W];
-    load_lanes<Desc::nloads, W>(v, p, a.inner, j);
-    V o;
-    S* os = reinterpret_cast<S*>(&o);
-    [&]<int... K>(std::integer_sequence<int, K...>) {
-      ((os[K] = narrow<S>(Desc::out_tree::template eval<T>(LaneContext<T, Desc::nloads, W, K>{v, consts}, j + K))), ...);
-    }(std::make_integer_sequence<int, W>{});
-    *reinterpret_cast<V*>(a.out + r * a.len + j) = o;
+    const index_t r = a.rows == 1 ? 0 : e / nu, ju = a.rows == 1 ? e : e - r * nu;
+    cpu::row_pointers(a, r, p);
+    raw_t<S, W> v[NL > 0 ? NL : 1];
+    load_unit<Mask, NL, W>(v, p, a.inner, ju * W);
+    store_unit<typename Desc::out_tree, S, NL, W>(a.out + r * a.len, v, consts, nullptr, NoRowCache{}, ju);
   }
 }
 
@@ -214,46 +283,65 @@ __device__ __forceinline__ RowThread row_thread() {
   return {group, tid, row};
 }
 
-// Points ctx at row r: its loads, and its row caches (cached stages only) in the warp's (or the
-// block's) part of dynamic shared memory, a.len values per cached stage.
-template <class Desc, bool WarpPerRow, class Ctx, class Args>
-__device__ __forceinline__ void start_row(Ctx& ctx, const Args& a, index_t r, unsigned char* dyn_smem) {
-  init_context(ctx, a);
-  if constexpr (Ctx::row_cache) {
-    using T = compute_t<typename Desc::value_type>;
-    T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
-    int k = 0, s = 0;
-    [&]<class... Ss>(lower::TypeList<Ss...>) { ((ctx.cache[s++] = Ss::cached ? base + (k++) * a.len : nullptr), ...); }(
-        typename Desc::stages{});
-  }
-  set_row(ctx, a, r);
-}
+// Threads per block of the register path (at most): its registers per thread stay launchable.
+inline constexpr int kRowRegisterThreads = 256;
 
-// One row per group of G threads (G = 32: a warp; G = blockDim.x: the block).
-template <class Desc, bool Cached, bool WarpPerRow, class Args>
-__global__ void row_reduce_kernel(const Args a) {
+// A row reduction (every stage, then the output) over units of W elements, one row per group of
+// threads (a warp, WarpPerRow, or the block). R > 0: the row's units (the loads the stages
+// read) are loaded once into registers, R per thread (nu <= R * group), Cached is false. R = 0:
+// each tree loads what it reads; Cached: cached stages keep their values in the group's part of
+// dynamic shared memory.
+template <class Desc, bool Cached, bool WarpPerRow, int W, int R, class Args>
+__global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce_kernel(const Args a) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
-  constexpr int NS = Desc::nstages;
+  constexpr int NS = Desc::nstages, NL = Desc::nloads, NLp = NL > 0 ? NL : 1;
+  static_assert(R == 0 || !Cached, "kiln: the register path keeps no row caches");
   __shared__ T scratch[32];
   extern __shared__ unsigned char dyn_smem[];
   const RowThread t = row_thread<WarpPerRow>();
   const int group = t.group, tid = t.tid;
   if (WarpPerRow && t.row >= a.rows) return;  // whole warps leave; no block barrier follows
-  DeviceRowContext<S, Desc::nloads, Desc::nconsts, NS, Cached> ctx;
-  start_row<Desc, WarpPerRow>(ctx, a, t.row, dyn_smem);
-  const index_t r = t.row;
+  DeviceRowContext<S, NL, Desc::nconsts, NS, Cached> ctx;
+  init_context(ctx, a);
+  set_row(ctx, a, t.row);
+  const index_t nu = a.len / W;
+  using Cache = std::conditional_t<Cached, SharedRowCache<T>, NoRowCache>;
+  Cache cache{};
+  if constexpr (Cached) {
+    T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
+    int k = 0, s = 0;
+    [&]<class... Ss>(lower::TypeList<Ss...>) { ((ctx.cache[s++] = Ss::cached ? base + (k++) * a.len : nullptr), ...); }(
+        typename Desc::stages{});
+    cache = Cache{ctx.cache, nu};
+  }
+  raw_t<S, W> reg[R > 0 ? R : 1][NLp];
+  if constexpr (R > 0) {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+      if (tid + i * group < nu)
+        load_unit<stage_loads<typename Desc::stages>::value, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (tid + i * group) * W);
+  }
   [&]<class... Ss>(lower::TypeList<Ss...>) {
     int s = 0;
     (([&] {
        using St = Ss;
        using Op = Reduce<St::kind, 0, false, false>;
        T acc = Op::template identity<T>();
-       const index_t n = a.stage_len[s];
-       for (index_t j = tid; j < n; j += group) {
-         const T v = St::tree::template eval<T>(ctx, j);
-         if constexpr (Cached && St::cached) ctx.cache[s][j] = v;
-         acc = combine<St::kind>(acc, v);
+       const index_t n = a.stage_len[s], nus = n / W;  // W > 1: every stage spans the row
+       if constexpr (R > 0) {
+#pragma unroll
+         for (int i = 0; i < R; ++i)
+           if (tid + i * group < nus)
+             acc = reduce_unit<typename St::tree, St::kind, false, S, NL, W>(acc, reg[i], ctx.consts, ctx.stages, cache, s,
+                                                                             tid + i * group);
+       } else {
+         for (index_t ju = tid; ju < nus; ju += group) {
+           raw_t<S, W> v[NLp];
+           load_unit<lower::tree_loads<typename St::tree, Cached>::value, NL, W>(v, ctx.row_ptr, ctx.inner, ju * W);
+           acc = reduce_unit<typename St::tree, St::kind, Cached && St::cached, S, NL, W>(acc, v, ctx.consts, ctx.stages,
+                                                                                         cache, s, ju);
+         }
        }
        acc = WarpPerRow ? warp_reduce<St::kind>(acc) : block_reduce<St::kind>(acc, scratch);
        ctx.stages[s] = Op::template finish<T>(acc, n);
@@ -261,88 +349,42 @@ __global__ void row_reduce_kernel(const Args a) {
      }()),
      ...);
   }(typename Desc::stages{});
-  S* out = a.out + r * a.len;
-  for (index_t j = tid; j < a.len; j += group) out[j] = narrow<S>(Desc::out_tree::template eval<T>(ctx, j));
-}
-
-// Combines Tree's values at lanes K... of vector jv into acc, in lane order; with Keep also
-// stores each in the stage's row cache (at K * nv + jv, as LaneContext reads it).
-template <class Tree, ReduceKind Kind, bool Keep, bool Cached, int NL, int W, class T, int... K>
-__device__ __forceinline__ T reduce_lanes(T acc, const T (&v)[NL > 0 ? NL : 1][W], const T* consts, const T* stages,
-                                         T* const* cache, T* keep, index_t jv, index_t nv, std::integer_sequence<int, K...>) {
-  ((acc = combine<Kind>(acc, [&] {
-      const T x = Tree::template eval<T>(LaneContext<T, NL, W, K, Cached>{v, consts, stages, cache, jv, nv}, jv * W + K);
-      if constexpr (Keep) keep[K * nv + jv] = x;
-      return x;
-    }())),
-   ...);
-  return acc;
-}
-
-// The row kernel with 16-byte loads and stores: each thread takes W consecutive columns at a
-// time (4 f32, 8 bf16/f16) in every stage and in the output, so a thread reads and writes the
-// same columns throughout (its row-cache entries are its own). Needs what the vector pointwise
-// kernel needs, and every stage's length equal to the row's.
-template <class Desc, bool Cached, bool WarpPerRow, class Args>
-__global__ void row_reduce_vector_kernel(const Args a) {
-  using S = typename Desc::value_type;
-  using T = compute_t<S>;
-  constexpr int NS = Desc::nstages, NL = Desc::nloads, W = 16 / sizeof(S);
-  __shared__ T scratch[32];
-  extern __shared__ unsigned char dyn_smem[];
-  const RowThread t = row_thread<WarpPerRow>();
-  const int group = t.group, tid = t.tid;
-  if (WarpPerRow && t.row >= a.rows) return;  // whole warps leave; no block barrier follows
-  DeviceRowContext<S, NL, Desc::nconsts, NS, Cached> ctx;
-  start_row<Desc, WarpPerRow>(ctx, a, t.row, dyn_smem);
-  const index_t r = t.row;
-  const index_t nv = a.len / W;
-  [&]<class... Ss>(lower::TypeList<Ss...>) {
-    int s = 0;
-    (([&] {
-       using St = Ss;
-       using Op = Reduce<St::kind, 0, false, false>;
-       T acc = Op::template identity<T>();
-       for (index_t jv = tid; jv < nv; jv += group) {
-         T v[NL > 0 ? NL : 1][W];
-         load_lanes<NL, W>(v, ctx.row_ptr, ctx.inner, jv * W);
-         acc = reduce_lanes<typename St::tree, St::kind, Cached && St::cached, Cached, NL, W>(
-             acc, v, ctx.consts, ctx.stages, ctx.cache, Cached && St::cached ? ctx.cache[s] : nullptr, jv, nv,
-             std::make_integer_sequence<int, W>{});
-       }
-       acc = WarpPerRow ? warp_reduce<St::kind>(acc) : block_reduce<St::kind>(acc, scratch);
-       ctx.stages[s] = Op::template finish<T>(acc, a.len);
-       ++s;
-     }()),
-     ...);
-  }(typename Desc::stages{});
-  S* out = a.out + r * a.len;
-  for (index_t jv = tid; jv < nv; jv += group) {
-    T v[NL > 0 ? NL : 1][W];
-    load_lanes<NL, W>(v, ctx.row_ptr, ctx.inner, jv * W);
-    float4 o;
-    S* os = reinterpret_cast<S*>(&o);
-    [&]<int... K>(std::integer_sequence<int, K...>) {
-      ((os[K] = narrow<S>(Desc::out_tree::template eval<T>(
-            LaneContext<T, NL, W, K, Cached>{v, ctx.consts, ctx.stages, ctx.cache, jv, nv}, jv * W + K))),
-       ...);
-    }(std::make_integer_sequence<int, W>{});
-    *reinterpret_cast<float4*>(out + jv * W) = o;
+  S* out = a.out + t.row * a.len;
+  if constexpr (R > 0) {
+    constexpr std::uint64_t OutOnly =
+        lower::tree_loads<typename Desc::out_tree, false>::value & ~stage_loads<typename Desc::stages>::value;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (tid + i * group >= nu) continue;
+      load_unit<OutOnly, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (tid + i * group) * W);
+      store_unit<typename Desc::out_tree, S, NL, W>(out, reg[i], ctx.consts, ctx.stages, cache, tid + i * group);
+    }
+  } else {
+    for (index_t ju = tid; ju < nu; ju += group) {
+      raw_t<S, W> v[NLp];
+      load_unit<lower::tree_loads<typename Desc::out_tree, Cached>::value, NL, W>(v, ctx.row_ptr, ctx.inner, ju * W);
+      store_unit<typename Desc::out_tree, S, NL, W>(out, v, ctx.consts, ctx.stages, cache, ju);
+    }
   }
 }
+
+// Units a thread of the register path holds.
+inline constexpr int kRowRegisterUnits = 4;
 
 template <class T, class Out, class... Stages, int NL, int NC>
 struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>> {
   using Desc = lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>;
   static constexpr int NS = sizeof...(Stages);
+  static constexpr int W = sizeof(T) <= 4 ? 16 / static_cast<int>(sizeof(T)) : 1;  // 16-byte units (f64: elements)
   using Args = cpu::RowArgs<T, NL, NC, NS>;
   struct DescEx : Desc {
     static constexpr int kCachedStages = (0 + ... + Stages::cached);
   };
 
+  // 16-byte units apply: every load has inner stride 0 or 1, rows are whole units, pointers are
+  // 16-byte aligned, and (row reductions) every stage spans the row.
   static bool vectorizable(const Args& a) {
-    if constexpr (sizeof(T) > 4) return false;  // 16-byte vectors of f32, bf16 or f16 (f64: scalar)
-    constexpr int W = 16 / sizeof(T);
+    if constexpr (W == 1) return false;
     if (a.len % W != 0 || reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0) return false;
     for (int s = 0; s < NL; ++s) {
       if (a.inner[s] != 0 && a.inner[s] != 1) return false;
@@ -352,44 +394,64 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
           if (a.outer[s][d] % W != 0) return false;
       }
     }
+    for (int s = 0; s < NS; ++s)
+      if (a.stage_len[s] != a.len) return false;
     return true;
   }
 
-  // config.threads: threads per block (0: 256); config.variant for row reductions: 1 a warp per
-  // row, 2 a block per row (0: by the row's length); config.chunks 1: element loads even where
-  // 16-byte ones would do (a MaxAutotune candidate).
+  template <bool Cached, bool WarpPerRow, int U, int R>
+  static void reduce(const Args& a, unsigned blocks, int threads, std::size_t smem, cudaStream_t stream) {
+    row_reduce_kernel<DescEx, Cached, WarpPerRow, U, R><<<blocks, threads, smem, stream>>>(a);
+  }
+  template <int U>
+  static void reduce_streamed(const Args& a, bool warp, bool cached, unsigned blocks, int threads, std::size_t smem,
+                              cudaStream_t stream) {
+    if (warp) {
+      if (cached) reduce<true, true, U, 0>(a, blocks, threads, smem, stream);
+      else reduce<false, true, U, 0>(a, blocks, threads, 0, stream);
+    } else {
+      if (cached) reduce<true, false, U, 0>(a, blocks, threads, smem, stream);
+      else reduce<false, false, U, 0>(a, blocks, threads, 0, stream);
+    }
+  }
+
+  // config.threads: threads per block (0: 256). Row reductions: config.chunks 0 kiln's choice
+  // (registers where the row fits, else streamed 16-byte units, else elements), 1 element loads,
+  // 2 streamed 16-byte units; config.variant for the streamed paths: 1 a warp per row, 2 a
+  // block per row (0: by the row's length). Pointwise: config.chunks 1 element loads.
   static void run(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* = nullptr) {
     if (a.rows == 0 || a.len == 0) return;
     const int threads = cfg.threads > 0 ? cfg.threads : 256;
+    const bool vec = cfg.chunks != 1 && vectorizable(a);
     if constexpr (NS == 0) {
-      const bool vec = cfg.chunks != 1 && vectorizable(a);
-      const index_t work = vec ? a.rows * a.len / (16 / static_cast<index_t>(sizeof(T))) : a.rows * a.len;
-      const index_t blocks = std::min<index_t>((work + threads - 1) / threads, index_t{1} << 20);
-      if (vec) pointwise_vector_kernel<Desc><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a);
-      else pointwise_scalar_kernel<Desc><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a);
+      const index_t work = vec ? a.rows * a.len / W : a.rows * a.len;
+      const auto blocks = static_cast<unsigned>(std::min<index_t>((work + threads - 1) / threads, index_t{1} << 20));
+      if (vec) pointwise_kernel<Desc, W><<<blocks, threads, 0, stream>>>(a);
+      else pointwise_kernel<Desc, 1><<<blocks, threads, 0, stream>>>(a);
     } else {
-      const bool warp = cfg.variant == 1 || (cfg.variant == 0 && a.len <= kWarpRowMax);
-      const int rows_per_block = warp ? threads / 32 : 1;
-      const std::size_t cache_bytes = static_cast<std::size_t>(DescEx::kCachedStages) * a.len * sizeof(compute_t<T>) * rows_per_block;
-      const bool cached = DescEx::kCachedStages > 0 && a.row_cache && cache_bytes <= kRowCacheBytes;
-      const unsigned blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
-      const std::size_t smem = cached ? cache_bytes : 0;
-      bool vec = cfg.chunks != 1 && vectorizable(a);
-      for (int s = 0; s < NS; ++s) vec = vec && a.stage_len[s] == a.len;
-      if (vec) {
-        if (warp) {
-          if (cached) row_reduce_vector_kernel<DescEx, true, true><<<blocks, threads, smem, stream>>>(a);
-          else row_reduce_vector_kernel<DescEx, false, true><<<blocks, threads, 0, stream>>>(a);
+      constexpr int R = kRowRegisterUnits;
+      const index_t nu = a.len / W;
+      if (vec && cfg.chunks == 0 && nu <= kRowRegisterThreads * R) {
+        // The register path: a warp per row where the row fits 32 x R units, else a block of
+        // the fewest warps (a power of two) that holds it.
+        if (nu <= 32 * R) {
+          const int rows_per_block = std::min(threads, kRowRegisterThreads) / 32;
+          reduce<false, true, W, R>(a, static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block),
+                                    32 * rows_per_block, 0, stream);
         } else {
-          if (cached) row_reduce_vector_kernel<DescEx, true, false><<<blocks, threads, smem, stream>>>(a);
-          else row_reduce_vector_kernel<DescEx, false, false><<<blocks, threads, 0, stream>>>(a);
+          int group = 64;
+          while (group * R < nu) group *= 2;
+          reduce<false, false, W, R>(a, static_cast<unsigned>(a.rows), group, 0, stream);
         }
-      } else if (warp) {
-        if (cached) row_reduce_kernel<DescEx, true, true><<<blocks, threads, smem, stream>>>(a);
-        else row_reduce_kernel<DescEx, false, true><<<blocks, threads, 0, stream>>>(a);
       } else {
-        if (cached) row_reduce_kernel<DescEx, true, false><<<blocks, threads, smem, stream>>>(a);
-        else row_reduce_kernel<DescEx, false, false><<<blocks, threads, 0, stream>>>(a);
+        const bool warp = cfg.variant == 1 || (cfg.variant == 0 && a.len <= kWarpRowMax);
+        const int rows_per_block = warp ? threads / 32 : 1;
+        const std::size_t cache_bytes =
+            static_cast<std::size_t>(DescEx::kCachedStages) * a.len * sizeof(compute_t<T>) * rows_per_block;
+        const bool cached = DescEx::kCachedStages > 0 && a.row_cache && cache_bytes <= kRowCacheBytes;
+        const auto blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
+        if (vec) reduce_streamed<W>(a, warp, cached, blocks, threads, cached ? cache_bytes : 0, stream);
+        else reduce_streamed<1>(a, warp, cached, blocks, threads, cached ? cache_bytes : 0, stream);
       }
     }
     KILN_CUDA_CHECK(cudaGetLastError());

@@ -32,7 +32,7 @@ inline void check(cudaError_t e, const char* call, const char* file, int line) {
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();  // clear a non-sticky error so the process can go on
   throw CudaError(std::string(call) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") at " +
-                  file + ":" + std::to_string(line));
+                  file + ":" + std::to_string(line), static_cast<int>(e));
 }
 
 // Number of CUDA devices, 0 when there is no driver or device (never throws).

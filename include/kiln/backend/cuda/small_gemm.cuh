@@ -6,19 +6,20 @@
 // C[m x n] = A[m x k] B[k x n], B row-major. A block owns 32 * V consecutive columns (lane l of
 // each warp: V = 4 of them, one 16-byte load (f32) or 8-byte load (bf16, f16) per row of B; so
 // 16-bit types get as many column tiles, and blocks, as f32) and one of `splits` ranges of k; its 8
-// warps stride over that range, each thread keeping m x V float sums. The warps' sums are added
+// warps stride over that range in rounds of 8 rows, each round's loads all issued before its
+// multiplies (the splits are chosen so that one round covers a warp's share), each thread
+// keeping m x V float sums. The warps' sums are added
 // through shared memory in warp order. With one split the block then applies the epilogue and
 // stores; with several it stores its partial sums (float) in scratch and the last block of
 // its column tile to arrive (a counter per tile, taken with an atomic after a fence) adds the
 // splits, in a fixed order (interleaved over the block's threads, then those sums in order),
-// and applies the epilogue: the result does not depend on timing. That block resets the counter, so a graph replays with clean counters.
+// and applies the epilogue: the result does not depend on timing. That block resets the
+// counter, so a graph replays with clean counters.
 #pragma once
 #include "kiln/backend/cuda/gemm.hpp"
 #include "kiln/backend/cuda/row_kernel.cuh"
 
 namespace kiln::cuda {
-
-inline constexpr int kSmallGemmWarps = 8;
 
 // The epilogue's context for one output element: load slot Acc reads the sum in a register;
 // the other loads read memory like the row kernel's.
@@ -54,17 +55,28 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[i][v] = T(0);
   if (col < g.n) {
-#pragma unroll 8
-    for (index_t kk = k0 + warp; kk < k1; kk += kSmallGemmWarps) {
-      const Vec bv = *reinterpret_cast<const Vec*>(g.b.ptr + kk * g.b.row + col);
-      const S* bs = reinterpret_cast<const S*>(&bv);
+    // Rounds of U rows of B per warp, all U loads issued before the first multiply: a warp
+    // has U loads in flight whatever its share of k (a plain loop over a few rows waits for
+    // each load in turn, one memory latency per row).
+    constexpr int U = kSmallGemmRowsPerRound;
+    for (index_t kk0 = k0 + warp; kk0 < k1; kk0 += U * kSmallGemmWarps) {
+      Vec bv[U];
+      T av[MR][U];
 #pragma unroll
-      for (int i = 0; i < MR; ++i) {
-        if (i < g.m) {
-          const T a = widen(g.a.ptr[i * g.a.row + kk * g.a.col]);
+      for (int u = 0; u < U; ++u) {
+        const index_t kk = kk0 + u * kSmallGemmWarps;
+        const bool in = kk < k1;
+        bv[u] = in ? *reinterpret_cast<const Vec*>(g.b.ptr + kk * g.b.row + col) : Vec{};
 #pragma unroll
-          for (int v = 0; v < V; ++v) acc[i][v] += a * widen(bs[v]);
-        }
+        for (int i = 0; i < MR; ++i) av[i][u] = in && i < g.m ? widen(g.a.ptr[i * g.a.row + kk * g.a.col]) : T(0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const S* bs = reinterpret_cast<const S*>(&bv[u]);
+#pragma unroll
+        for (int i = 0; i < MR; ++i)
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[i][v] += av[i][u] * widen(bs[v]);
       }
     }
   }
@@ -123,7 +135,7 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
     const int o = e % Outputs, q = e / Outputs, i = o / Tile, c = o - i * Tile;
     T sum = T(0);
     if (i < g.m && j0 + c < g.n) {
-#pragma unroll 8
+#pragma unroll 16
       for (int sp = q; sp < splits; sp += Q) sum += __ldcg(&scratch[(static_cast<index_t>(sp) * g.m + i) * g.n + j0 + c]);
     }
     sums[q * Outputs + o] = sum;
