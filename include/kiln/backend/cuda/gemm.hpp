@@ -1,8 +1,11 @@
-// kiln: GEMM + epilogue on CUDA (host code: any C++ compiler builds it). The product goes through cuBLASLt (f32 with f32 compute, no TF32; bf16 and f16 with f32 accumulation and a 16-bit result;
-// TF32; f64), then the epilogue, when the kernel has one, runs as the row kernel over the
-// result (in place when the result has the output's shape; the CPU backend's arguments
-// describe it). Transposed operands are read in place (cuBLASLt's op T); a broadcast operand
-// has batch stride 0.
+// kiln: GEMM + epilogue on CUDA (host code: any C++ compiler builds it).
+//
+// The product goes through cuBLASLt: f32 with f32 compute (no TF32), bf16 and f16 with f32
+// accumulation and a 16-bit result, f64. Then the epilogue, when the kernel has one, runs as
+// the row kernel over the result (in place when the result has the output's shape; the CPU
+// backend's arguments describe it). Transposed operands are read in place (cuBLASLt's op T); a
+// broadcast operand has batch stride 0. Products too small for cuBLASLt to fill the GPU go to
+// small_gemm.cuh instead (small_gemm_applies).
 //
 // Row-major C = A B is column-major C^T = B^T A^T, so cuBLASLt's "A" is kiln's B and its "B"
 // is kiln's A. An operand with its last stride 1 is row-major (op N in that view); one with
