@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: builds the CUDA tests (unless KILN_GPU_BIN names a folder of
-# prebuilt ones), runs them, then runs test_cuda_ops and test_cuda_modes under compute-sanitizer
-# (memcheck, and racecheck on the row-reduction kernels, which use shared memory). Logs go to
+# prebuilt ones), runs them, then compute-sanitizer: memcheck on test_cuda_ops, _modes, _dtypes,
+# _ops_suites and _reduce; racecheck on the row-reduction cases (shared memory). Logs go to
 # ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
 # KILN_SANITIZE=0 skips the sanitizers; KILN_SANITIZE=only runs just them.
 set -uo pipefail
@@ -26,10 +26,12 @@ for t in $tests; do
   [ $rc -eq 0 ] || { status=1; grep -B2 -A12 "ERROR\|FATAL\|terminate" "$OUT/$t.log" | head -60; }
 done
 [ "${KILN_SANITIZE:-1}" = 0 ] && exit "$status"
-for t in test_cuda_ops test_cuda_modes test_cuda_dtypes; do
-  timeout 75 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$KILN_GPU_BIN/$t" > "$OUT/memcheck_$t.log" 2>&1
+for t in test_cuda_ops test_cuda_modes test_cuda_dtypes test_cuda_ops_suites test_cuda_reduce; do
+  timeout 90 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$KILN_GPU_BIN/$t" > "$OUT/memcheck_$t.log" 2>&1
   echo "memcheck $t: exit $? ($(grep -c '^========= Invalid\|^========= Program hit' "$OUT/memcheck_$t.log") errors); $(tail -1 "$OUT/memcheck_$t.log")"
 done
 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_ops" -tc="row reductions*" > "$OUT/racecheck.log" 2>&1
 echo "racecheck test_cuda_ops (row reductions): exit $?; $(tail -1 "$OUT/racecheck.log")"
+timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_reduce" > "$OUT/racecheck_reduce.log" 2>&1
+echo "racecheck test_cuda_reduce: exit $?; $(tail -1 "$OUT/racecheck_reduce.log")"
 exit "$status"

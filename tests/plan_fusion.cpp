@@ -1,5 +1,10 @@
 // The fusion contract, checked through kernel_count(), and the plan text of explain().
+#include <bit>
+#include <cstdint>
+#include <type_traits>
+
 #include "reference.hpp"
+#include "kiln/lower/hoist.hpp"
 
 namespace {
 constexpr auto x = kiln::input<"x", 2>();
@@ -100,4 +105,42 @@ TEST_CASE("a scalar chain gets a kernel of its own; a single scalar op stays inl
   const auto y = f(x = xt, t = tt);
   for (std::size_t i = 0; i < y.numel(); ++i)
     CHECK(y[i] == doctest::Approx(xt[i] * (0.01 / (1 - std::exp(3 * -0.105)))).epsilon(1e-5));
+}
+
+TEST_CASE("a row kernel's slots of one node alias; row-invariant subtrees hoist out of the output tree") {
+  // layer_norm(x + r): the stages read x and r in their own iteration spaces (slots of their
+  // own), the output tree reads them again with g and b.
+  using E = std::remove_cvref_t<decltype(kiln::layer_norm(x + r, g, b, 1e-5))>;
+  using K = kiln::lower::Program<E, true>::kernel<0>;
+  static_assert(K::nstages == 2);
+  using A = typename K::alias;
+  static_assert(A::size == K::nloads && K::nloads > 4, "x and r have slots in more than one space");
+  int aliased = 0;
+  for (int k = 0; k < K::nloads; ++k) {
+    CHECK(A::of(k) <= k);
+    CHECK(A::of(A::of(k)) == A::of(k));  // an alias is a slot's first
+    aliased += A::of(k) != k;
+  }
+  CHECK(aliased == K::nloads - 4);  // four nodes: x, r, g, b
+  // Remapped, every tree reads only first slots: four loads in all.
+  using Stages = typename kiln::lower::remap_slots<typename K::stages, A>::type;
+  using Out = typename kiln::lower::remap_slots<typename K::out_tree, A>::type;
+  constexpr auto stage_mask = []<class... S>(kiln::lower::TypeList<S...>) {
+    return (std::uint64_t{0} | ... | kiln::lower::tree_loads<typename S::tree, false>::value);
+  }(Stages{});
+  CHECK(std::popcount(stage_mask | kiln::lower::tree_loads<Out, false>::value) == 4);
+  CHECK(std::popcount(stage_mask) == 2);  // x and r
+  // The output tree's rsqrt(var + eps) is one value per row: hoisted to stage 2.
+  using H = kiln::lower::hoist_invariants<Out, 2>;
+  static_assert(H::list::size == 1);
+  CHECK(kiln::lower::tree_ops<typename H::type>::value < kiln::lower::tree_ops<Out>::value);
+  // softmax: the division by the row's sum becomes a product with its reciprocal, per row.
+  using SE = std::remove_cvref_t<decltype(kiln::softmax(x))>;
+  using SK = kiln::lower::Program<SE, true>::kernel<0>;
+  using SH = kiln::lower::hoist_invariants<typename SK::out_tree, SK::nstages>;
+  static_assert(SH::list::size == 1);
+  static_assert(std::is_same_v<typename SH::list, kiln::lower::TypeList<kiln::lower::LOp<kiln::lower::Reciprocal, kiln::lower::LStage<1>>>>);
+  // A tree without stages or constants hoists nothing.
+  using P = kiln::lower::hoist_invariants<kiln::lower::LOp<kiln::Add, kiln::lower::LLoad<0>, kiln::lower::LLoad<1>>, 0>;
+  static_assert(P::list::size == 0 && std::is_same_v<typename P::type, kiln::lower::LOp<kiln::Add, kiln::lower::LLoad<0>, kiln::lower::LLoad<1>>>);
 }

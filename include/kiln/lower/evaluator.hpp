@@ -8,6 +8,7 @@
 // Trees are empty types with static KILN_HOST_DEVICE functions, so they run on both devices.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "kiln/core/config.hpp"
 #include "kiln/expr/node.hpp"
@@ -129,14 +130,59 @@ struct TypeList {
   static constexpr int size = sizeof...(Ts);
 };
 
+// Load slots that read the same node: A[k] is the first slot that loads slot k's node (A[k] = k
+// where none did before). A node read in two iteration spaces (a row kernel's output and one of
+// its stages) has a slot per space; where the spaces have the same shape, at run time, the two
+// slots hold the same values and a backend may read one for the other (remap_slots). Empty: no
+// slot aliases another.
+template <int... A>
+struct SlotAlias {
+  static constexpr int size = sizeof...(A);
+  static constexpr int of(int k) {
+    constexpr int a[] = {A..., 0};
+    return k < size ? a[k] : k;
+  }
+};
+
+// Tree with every load slot k replaced by Alias::of(k).
+template <class Tree, class Alias>
+struct remap_slots {
+  using type = Tree;
+};
+template <int S, class Alias>
+struct remap_slots<LLoad<S>, Alias> {
+  using type = LLoad<Alias::of(S)>;
+};
+template <int S, class Alias>
+struct remap_slots<LScalar<S>, Alias> {
+  using type = LScalar<Alias::of(S)>;
+};
+template <int S, class F, class Alias>
+struct remap_slots<LCached<S, F>, Alias> {
+  using type = LCached<S, typename remap_slots<F, Alias>::type>;
+};
+template <class Op, class... Args, class Alias>
+struct remap_slots<LOp<Op, Args...>, Alias> {
+  using type = LOp<Op, typename remap_slots<Args, Alias>::type...>;
+};
+template <ReduceKind K, class Tree, bool Cached, class Alias>
+struct remap_slots<Stage<K, Tree, Cached>, Alias> {
+  using type = Stage<K, typename remap_slots<Tree, Alias>::type, Cached>;
+};
+template <class... Ts, class Alias>
+struct remap_slots<TypeList<Ts...>, Alias> {
+  using type = TypeList<typename remap_slots<Ts, Alias>::type...>;
+};
+
 // The kernel kinds, as descriptors a backend implements.
 // Row: per row, the stages in order, then Out over the row (the pointwise kernel is the
-// case with no stages).
-template <class T, class Out, class Stages, int NLoads, int NConsts>
+// case with no stages). Alias: the slots that read the same node (SlotAlias).
+template <class T, class Out, class Stages, int NLoads, int NConsts, class Alias = SlotAlias<>>
 struct RowKernel {
   using value_type = T;
   using out_tree = Out;
   using stages = Stages;
+  using alias = Alias;
   static constexpr int nloads = NLoads, nconsts = NConsts, nstages = Stages::size;
 };
 // Gemm: acc = A B into the accumulator buffer (load slot AccSlot), then Epi over each tile.

@@ -197,13 +197,27 @@ struct Program {
 
   template <int G, KernelKind K = kernel_info<G>.group.kind>
   struct lower_kernel;
+  // SlotAlias of kernel G: for each load slot, the first slot that loads the same node.
+  template <int G, class Seq = std::make_integer_sequence<int, kernel_info<G>.nloads>>
+  struct slot_alias;
+  template <int G, int... K>
+  struct slot_alias<G, std::integer_sequence<int, K...>> {
+    static constexpr int first(int k) {
+      for (int j = 0; j < k; ++j)
+        if (kernel_info<G>.load_node[j] == kernel_info<G>.load_node[k]) return j;
+      return k;
+    }
+    // Empty where no slot aliases another (every pointwise kernel): descriptors stay shared.
+    using type = std::conditional_t<((first(K) == K) && ...), SlotAlias<>, SlotAlias<first(K)...>>;
+  };
+
   template <int G>
   struct lower_kernel<G, KernelKind::Row> {
     static constexpr auto& ki = kernel_info<G>;
     using T = typename graph_type::template node<ki.group.root>::dtype;
     using type = RowKernel<T, typename lower_tree<G, ki.group.root, 0>::type,
                            typename stage_list<G, std::make_integer_sequence<int, ki.group.nstages>>::type,
-                           ki.nloads, ki.nconsts>;
+                           ki.nloads, ki.nconsts, typename slot_alias<G>::type>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::Gemm> {

@@ -45,9 +45,9 @@ template <class T, class Tr, int NL, int NC>
 struct cpu_kernel<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = cpu::ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>;
 };
-template <class T, class O, class S, int NL, int NC>
-struct cpu_kernel<lower::RowKernel<T, O, S, NL, NC>> {
-  using type = cpu::RowKernelCpu<lower::RowKernel<T, O, S, NL, NC>>;
+template <class T, class O, class S, int NL, int NC, class A>
+struct cpu_kernel<lower::RowKernel<T, O, S, NL, NC, A>> {
+  using type = cpu::RowKernelCpu<lower::RowKernel<T, O, S, NL, NC, A>>;
 };
 template <class T, class E, int A, int NL, int NC>
 struct cpu_kernel<lower::GemmKernel<T, E, A, NL, NC>> {

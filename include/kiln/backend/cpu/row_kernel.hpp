@@ -166,8 +166,8 @@ KILN_INLINE T reduce_span(const Ctx& ctx, index_t len, T* __restrict keep = null
 template <class Desc>
 struct RowKernelCpu;
 
-template <class T, class Out, class... Stages, int NL, int NC>
-struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>> {
+template <class T, class Out, class... Stages, int NL, int NC, class A>
+struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A>> {
   static constexpr int NS = sizeof...(Stages);
   using Args = RowArgs<T, NL, NC, NS>;
   using C = compute_t<T>;

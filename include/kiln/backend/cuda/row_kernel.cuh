@@ -27,6 +27,7 @@
 #include "kiln/backend/cpu/row_kernel.hpp"
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/runtime.hpp"
+#include "kiln/lower/hoist.hpp"
 
 namespace kiln::cuda {
 
@@ -35,7 +36,13 @@ inline constexpr std::size_t kRowCacheBytes = 40 * 1024;  // cached stages; unde
 
 template <ReduceKind K, class T>
 __device__ __forceinline__ T combine(T a, T b) {
-  if constexpr (K == ReduceKind::Max) return (b != b || b > a) ? b : a;
+  if constexpr (std::is_same_v<T, float> && (K == ReduceKind::Max || K == ReduceKind::Min)) {
+    // One instruction where NaN wins (sm_80's max.NaN / min.NaN) instead of compare and select.
+    float r;
+    if constexpr (K == ReduceKind::Max) asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    else asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+  } else if constexpr (K == ReduceKind::Max) return (b != b || b > a) ? b : a;
   else if constexpr (K == ReduceKind::Min) return (b != b || b < a) ? b : a;
   else return a + b;
 }
@@ -141,7 +148,7 @@ __device__ __forceinline__ void load_unit(raw_t<S, W> (&v)[NL > 0 ? NL : 1], con
 struct NoRowCache {
   static constexpr bool enabled = false;
   template <int K, class T>
-  __device__ __forceinline__ T get(int, index_t) const {
+  __device__ __forceinline__ T get(int, index_t, int) const {
     return T();
   }
 };
@@ -151,10 +158,22 @@ struct SharedRowCache {
   T* const* cache;
   index_t nu;
   template <int K, class U = T>
-  __device__ __forceinline__ U get(int s, index_t ju) const {
+  __device__ __forceinline__ U get(int s, index_t ju, int) const {
     return cache[s][K * nu + ju];
   }
-  __device__ __forceinline__ T* slot(int s, int k, index_t ju) const { return cache[s] + k * nu + ju; }
+  __device__ __forceinline__ T* slot(int s, int k, index_t ju, int) const { return cache[s] + k * nu + ju; }
+};
+// The register path's: the kept stages' values of the thread's R units in registers, unit i of
+// the thread's (a constant once the loops over i are unrolled), lane K.
+template <class T, int NS, int R, int W>
+struct RegisterRowCache {
+  static constexpr bool enabled = true;
+  T (*v)[R][W];
+  template <int K, class U = T>
+  __device__ __forceinline__ U get(int s, index_t, int i) const {
+    return v[s][i][K];
+  }
+  __device__ __forceinline__ T* slot(int s, int k, index_t, int i) const { return &v[s][i][k]; }
 };
 
 // Lane K of unit ju: loads read the unit's registers; stages and row caches are the row's.
@@ -167,6 +186,7 @@ struct LaneContext {
   const T* stages = nullptr;
   Cache cache{};
   index_t ju = 0;
+  int unit = 0;  // the register path's unit number among the thread's
   template <int L>
   __device__ __forceinline__ T load(index_t) const {
     return lane<K, S, W>(v[L]);
@@ -177,7 +197,7 @@ struct LaneContext {
   }
   __device__ __forceinline__ T constant(int c) const { return consts[c]; }
   __device__ __forceinline__ T stage(int k) const { return stages[k]; }
-  __device__ __forceinline__ T cached(int s, index_t) const { return cache.template get<K, T>(s, ju); }
+  __device__ __forceinline__ T cached(int s, index_t) const { return cache.template get<K, T>(s, ju, unit); }
 };
 
 // The bits of an f32, bf16 or f16 value.
@@ -206,11 +226,12 @@ __device__ __forceinline__ void store_vector(S* p, const S (&x)[W]) {
 // Tree at the W lanes of unit ju (columns ju * W + K), stored at out + ju * W.
 template <class Tree, class S, int NL, int W, class Cache>
 __device__ __forceinline__ void store_unit(S* out, const raw_t<S, W> (&v)[NL > 0 ? NL : 1], const compute_t<S>* consts,
-                                           const compute_t<S>* stages, Cache cache, index_t ju) {
+                                           const compute_t<S>* stages, Cache cache, index_t ju, int unit = 0) {
   using T = compute_t<S>;
   S o[W];
   [&]<int... K>(std::integer_sequence<int, K...>) {
-    ((o[K] = narrow<S>(Tree::template eval<T>(LaneContext<S, NL, W, K, Cache>{v, consts, stages, cache, ju}, ju * W + K))),
+    ((o[K] = narrow<S>(
+          Tree::template eval<T>(LaneContext<S, NL, W, K, Cache>{v, consts, stages, cache, ju, unit}, ju * W + K))),
      ...);
   }(std::make_integer_sequence<int, W>{});
   if constexpr (W == 1) out[ju] = o[0];
@@ -222,12 +243,13 @@ __device__ __forceinline__ void store_unit(S* out, const raw_t<S, W> (&v)[NL > 0
 template <class Tree, ReduceKind Kind, bool Keep, class S, int NL, int W, class Cache>
 __device__ __forceinline__ compute_t<S> reduce_unit(compute_t<S> acc, const raw_t<S, W> (&v)[NL > 0 ? NL : 1],
                                                     const compute_t<S>* consts, const compute_t<S>* stages, Cache cache,
-                                                    int s, index_t ju) {
+                                                    int s, index_t ju, int unit = 0) {
   using T = compute_t<S>;
   [&]<int... K>(std::integer_sequence<int, K...>) {
     ((acc = combine<Kind>(acc, [&] {
-        const T x = Tree::template eval<T>(LaneContext<S, NL, W, K, Cache>{v, consts, stages, cache, ju}, ju * W + K);
-        if constexpr (Keep) *cache.slot(s, K, ju) = x;
+        const T x =
+            Tree::template eval<T>(LaneContext<S, NL, W, K, Cache>{v, consts, stages, cache, ju, unit}, ju * W + K);
+        if constexpr (Keep) *cache.slot(s, K, ju, unit) = x;
         return x;
       }())),
      ...);
@@ -302,12 +324,19 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
   const RowThread t = row_thread<WarpPerRow>();
   const int group = t.group, tid = t.tid;
   if (WarpPerRow && t.row >= a.rows) return;  // whole warps leave; no block barrier follows
-  DeviceRowContext<S, NL, Desc::nconsts, NS, Cached> ctx;
+  constexpr int NI = Desc::invariants::size;  // row-invariant values, kept after the stages
+  DeviceRowContext<S, NL, Desc::nconsts, NS + NI, Cached> ctx;
   init_context(ctx, a);
   set_row(ctx, a, t.row);
   const index_t nu = a.len / W;
-  using Cache = std::conditional_t<Cached, SharedRowCache<T>, NoRowCache>;
+  // Kept stage values: in shared memory (Cached), in registers (the register path, for the stages
+  // its descriptor keeps), or none.
+  constexpr bool InRegisters = R > 0 && Desc::kCachedStages > 0;
+  using Cache = std::conditional_t<Cached, SharedRowCache<T>,
+                                   std::conditional_t<InRegisters, RegisterRowCache<T, NS, R, W>, NoRowCache>>;
+  T regcache[InRegisters ? NS : 1][InRegisters ? R : 1][InRegisters ? W : 1];
   Cache cache{};
+  if constexpr (InRegisters) cache = Cache{regcache};
   if constexpr (Cached) {
     T* base = reinterpret_cast<T*>(dyn_smem) + (WarpPerRow ? (threadIdx.x >> 5) * a.len * Desc::kCachedStages : 0);
     int k = 0, s = 0;
@@ -333,8 +362,8 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
 #pragma unroll
          for (int i = 0; i < R; ++i)
            if (tid + i * group < nus)
-             acc = reduce_unit<typename St::tree, St::kind, false, S, NL, W>(acc, reg[i], ctx.consts, ctx.stages, cache, s,
-                                                                             tid + i * group);
+             acc = reduce_unit<typename St::tree, St::kind, InRegisters && St::cached, S, NL, W>(
+                 acc, reg[i], ctx.consts, ctx.stages, cache, s, tid + i * group, i);
        } else {
          for (index_t ju = tid; ju < nus; ju += group) {
            raw_t<S, W> v[NLp];
@@ -349,6 +378,10 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
      }()),
      ...);
   }(typename Desc::stages{});
+  [&]<class... Is>(lower::TypeList<Is...>) {
+    int i = NS;
+    ((ctx.stages[i++] = Is::template eval<T>(ctx, 0)), ...);
+  }(typename Desc::invariants{});
   S* out = a.out + t.row * a.len;
   if constexpr (R > 0) {
     constexpr std::uint64_t OutOnly =
@@ -357,7 +390,7 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
     for (int i = 0; i < R; ++i) {
       if (tid + i * group >= nu) continue;
       load_unit<OutOnly, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (tid + i * group) * W);
-      store_unit<typename Desc::out_tree, S, NL, W>(out, reg[i], ctx.consts, ctx.stages, cache, tid + i * group);
+      store_unit<typename Desc::out_tree, S, NL, W>(out, reg[i], ctx.consts, ctx.stages, cache, tid + i * group, i);
     }
   } else {
     for (index_t ju = tid; ju < nu; ju += group) {
@@ -371,15 +404,46 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
 // Units a thread of the register path holds.
 inline constexpr int kRowRegisterUnits = 4;
 
-template <class T, class Out, class... Stages, int NL, int NC>
-struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>> {
-  using Desc = lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC>;
+template <class T, class Out, class... Stages, int NL, int NC, class A>
+struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A>> {
+  using Desc = lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A>;
   static constexpr int NS = sizeof...(Stages);
   static constexpr int W = sizeof(T) <= 4 ? 16 / static_cast<int>(sizeof(T)) : 1;  // 16-byte units (f64: elements)
   using Args = cpu::RowArgs<T, NL, NC, NS>;
-  struct DescEx : Desc {
-    static constexpr int kCachedStages = (0 + ... + Stages::cached);
+  // Row reductions: the output tree's row-invariant subtrees (a layer norm's rsqrt(var + eps))
+  // are evaluated once per row, after the stages, into stages NS, NS + 1, ...
+  template <class Stages_, class OutTree>
+  struct RowDesc : Desc {
+    using stages = Stages_;
+    using hoisted = lower::hoist_invariants<OutTree, NS>;
+    using out_tree = typename hoisted::type;
+    using invariants = typename hoisted::list;
+    static constexpr int kCachedStages = []<class... Ss>(lower::TypeList<Ss...>) { return (0 + ... + Ss::cached); }(Stages_{});
   };
+  using DescEx = RowDesc<lower::TypeList<Stages...>, Out>;
+  // The register path reads a node's values once: slots that load the same node as an earlier
+  // one read that one (SlotAlias; checked at run time by aliases_hold). It keeps, in registers,
+  // the values of the stages the output tree reads (softmax's exponentials, layer norm's x + r);
+  // other kept values are recomputed from the row's registers where read.
+  static constexpr std::uint64_t kOutReads = []<int... I>(std::integer_sequence<int, I...>) {
+    return (std::uint64_t{0} | ... | (lower::reads_cached<Out, I>::value ? std::uint64_t{1} << I : 0));
+  }(std::make_integer_sequence<int, NS>{});
+  using RegisterDesc =
+      RowDesc<typename lower::keep_cached<typename lower::remap_slots<lower::TypeList<Stages...>, A>::type, kOutReads>::type,
+              typename lower::keep_cached<typename lower::remap_slots<Out, A>::type, kOutReads>::type>;
+
+  // The slots A aliases hold the same values: same pointer and strides (their iteration spaces
+  // have the same shape).
+  static bool aliases_hold(const Args& a) {
+    for (int k = 0; k < NL; ++k) {
+      const int j = A::of(k);
+      if (j == k) continue;
+      if (a.ptr[k] != a.ptr[j] || a.inner[k] != a.inner[j]) return false;
+      for (int d = 0; d < a.nrow_dims; ++d)
+        if (a.outer[k][d] != a.outer[j][d]) return false;
+    }
+    return true;
+  }
 
   // 16-byte units apply: every load has inner stride 0 or 1, rows are whole units, pointers are
   // 16-byte aligned, and (row reductions) every stage spans the row.
@@ -401,7 +465,8 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
 
   template <bool Cached, bool WarpPerRow, int U, int R>
   static void reduce(const Args& a, unsigned blocks, int threads, std::size_t smem, cudaStream_t stream) {
-    row_reduce_kernel<DescEx, Cached, WarpPerRow, U, R><<<blocks, threads, smem, stream>>>(a);
+    using D = std::conditional_t<(R > 0), RegisterDesc, DescEx>;
+    row_reduce_kernel<D, Cached, WarpPerRow, U, R><<<blocks, threads, smem, stream>>>(a);
   }
   template <int U>
   static void reduce_streamed(const Args& a, bool warp, bool cached, unsigned blocks, int threads, std::size_t smem,
@@ -431,7 +496,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     } else {
       constexpr int R = kRowRegisterUnits;
       const index_t nu = a.len / W;
-      if (vec && cfg.chunks == 0 && nu <= kRowRegisterThreads * R) {
+      if (vec && cfg.chunks == 0 && nu <= kRowRegisterThreads * R && aliases_hold(a)) {
         // The register path: a warp per row where the row fits 32 x R units, else a block of
         // the fewest warps (a power of two) that holds it.
         if (nu <= 32 * R) {
