@@ -48,6 +48,43 @@ TEST_CASE("small products: one kernel for GEMM and epilogue, m <= 4") {
   CHECK(fused.graph_replays() > 0);
 }
 
+// Two small products in a row, a transformer FFN at batch 1: the second is launched to start
+// while the first runs (it streams w2, which the first does not write, then waits for h).
+// Then a small product whose B is the output of the kernel right before it (a large product):
+// that one must wait before it reads B. Default and ReduceOverhead (the overlap inside a graph),
+// against float64.
+TEST_CASE("chained small products: the second overlaps the first only where that is safe") {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto w1 = kiln::param<"w1", 2>();
+  constexpr auto b1 = kiln::param<"b1", 1>();
+  constexpr auto w2 = kiln::param<"w2", 2>();
+  constexpr auto ffn = kiln::matmul(kiln::relu(kiln::matmul(x, w1) + b1), w2);
+  auto df = kiln::compile(ffn);
+  auto ro = kiln::compile<kiln::ReduceOverhead>(ffn);
+  const auto dev = kiln::Device::cuda();
+  const auto w1t = dtype_cases::randn_on<float>({768, 3072}, 1, dev, 0.05), b1t = dtype_cases::randn_on<float>({3072}, 2, dev);
+  const auto w2t = dtype_cases::randn_on<float>({3072, 768}, 3, dev, 0.05);
+  for (std::size_t m : {1, 3}) {
+    const auto xt = dtype_cases::randn_on<float>({m, 768}, 4 + m, dev);
+    const auto h = ref::map(dtype_cases::add(ref::matmul(ref::from(xt.cpu()), ref::from(w1t.cpu())), ref::from(b1t.cpu())),
+                            [](double v) { return v > 0 ? v : 0.0; });
+    const auto want = ref::matmul(h, ref::from(w2t.cpu()));
+    ref::check_close(df(x = xt, w1 = w1t, b1 = b1t, w2 = w2t).cpu(), want, 1e-4, 1e-4);
+    for (int rep = 0; rep < 3; ++rep) ref::check_close(ro(x = xt, w1 = w1t, b1 = b1t, w2 = w2t).cpu(), want, 1e-4, 1e-4);
+  }
+  CHECK(ro.graph_replays() > 0);
+
+  constexpr auto a = kiln::input<"a", 2>();
+  constexpr auto p = kiln::input<"p", 2>();
+  constexpr auto q = kiln::param<"q", 2>();
+  auto chained = kiln::compile(kiln::matmul(a, kiln::matmul(p, q)));  // B of the small product: p q
+  CHECK(chained.kernel_count() == 2);
+  const auto pt = dtype_cases::randn_on<float>({1024, 64}, 5, dev), qt = dtype_cases::randn_on<float>({64, 512}, 6, dev, 0.1);
+  const auto at = dtype_cases::randn_on<float>({2, 1024}, 7, dev);
+  const auto want = ref::matmul(ref::from(at.cpu()), ref::matmul(ref::from(pt.cpu()), ref::from(qt.cpu())));
+  for (int rep = 0; rep < 3; ++rep) ref::check_close(chained(a = at, p = pt, q = qt).cpu(), want, 1e-4, 1e-4);
+}
+
 // Which epilogue trees cuBLASLt takes (checked where the tests are compiled, CI included).
 namespace lt_patterns {
 using kiln::lower::LLoad;

@@ -696,8 +696,37 @@ class Compiled {
     using Desc = typename program::template kernel<G>;
     auto& pr = std::get<G>(st.kernels);
     if constexpr (requires { pr.args.epilogue; })
-      cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, pr.scratch.get());
+      cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, pr.scratch.get(), overlap_previous<G>(st));
     else cuda::launch<Desc>(pr.args, pr.cuda_config, stream, pr.scratch.get());
+  }
+
+  // Whether GEMM kernel G may start while kernel G - 1 still runs (run_gemm's overlap_previous):
+  // G - 1 writes no byte of B (its output, and a GEMM's product, are elsewhere). Never the
+  // first kernel: the kernel before it on the stream is not this call's.
+  template <int G>
+  static bool overlap_previous(const State& st) {
+    if constexpr (G == 0) {
+      return false;
+    } else {
+      using T = typename program::template kernel<G>::value_type;
+      const auto& g = std::get<G>(st.kernels).args;
+      const auto& prev = std::get<G - 1>(st.kernels).args;
+      if (g.batch != 1 || g.k < 1 || g.n < 1 || g.b.col != 1) return false;  // B as the small product reads it
+      const auto* b0 = reinterpret_cast<const unsigned char*>(g.b.ptr);
+      const auto* b1 = b0 + sizeof(T) * static_cast<std::size_t>((g.k - 1) * g.b.row + g.n);
+      auto apart = [&](const void* p, std::size_t bytes) {
+        const auto* q = static_cast<const unsigned char*>(p);
+        return q == nullptr || q + bytes <= b0 || q >= b1;
+      };
+      const auto out_bytes = static_cast<std::size_t>(st.write_bytes[G - 1]);
+      if constexpr (requires { prev.epilogue; }) {
+        using TP = std::remove_cvref_t<decltype(*prev.acc)>;
+        return apart(prev.epilogue.out, out_bytes) &&
+               apart(prev.acc, sizeof(TP) * static_cast<std::size_t>(prev.batch * prev.m * prev.n));
+      } else {
+        return apart(prev.out, out_bytes);
+      }
+    }
   }
 
   // Times each kernel with CUDA events (profile(true)); synchronises once per call.

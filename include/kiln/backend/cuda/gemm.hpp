@@ -283,18 +283,26 @@ struct kernel_args<SmallGemm<Desc>> {
 // config.variant of a GEMM: 0 the default (the small-product kernel where it applies, else the
 // heuristic's first algorithm); kLtAlgo + i the heuristic's algorithm i.
 inline constexpr int kLtAlgo = 16;
+// config.chunks of the small-product kernel's launch: kOverlapPrevious lets it start while the
+// previous kernel on the stream runs (run_gemm's overlap_previous).
+inline constexpr int kOverlapPrevious = 1;
 
 // Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel
 // (or by cuBLASLt, when it is one of cuBLASLt's: plan->bias_slot); or both in one kernel for a
 // small product: scratch is then non-null (small_gemm_shape(g).bytes, zeroed once, allocated at
 // plan time only where small_gemm_applies), and B's rows must be 16-byte aligned.
+// overlap_previous: the previous kernel on the stream writes no memory B occupies, so the small
+// product may start streaming B while that kernel finishes (Hopper's programmatic dependent
+// launch; A and the epilogue's inputs are read after it completes).
 template <class Desc>
 void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
-              const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
+              const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch, bool overlap_previous = false) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
   if (cfg.variant == 0 && scratch && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0) {
-    launch<SmallGemm<Desc>>(g, cfg, stream, scratch);
+    cpu::LaunchConfig small = cfg;
+    small.chunks = overlap_previous ? kOverlapPrevious : 0;
+    launch<SmallGemm<Desc>>(g, small, stream, scratch);
     return;
   }
   if (g.batch > 0 && g.m > 0 && g.n > 0) {

@@ -15,7 +15,11 @@
 // then writes the row. Two ways to read the row:
 // - registers (R > 0): the row's units are loaded once, R per thread, and every stage and the
 //   output read them there: one pass over memory (loads only the output reads come in with it).
-//   Where the row fits: up to kRowRegisterThreads x R units.
+//   Where the row fits: up to kRowRegisterThreads x R units. Its descriptor (RegisterDesc)
+//   reads each node through one slot (SlotAlias) and keeps the values of the stages the output
+//   reads (LCached) in registers too.
+// Both: the output tree's row-invariant subtrees are evaluated once per row, after the stages,
+// into extra stage slots (lower/hoist.hpp).
 // - streamed (R = 0): each stage and the output read the loads their trees use again (from L1
 //   or L2). Stage values a later tree reads (LCached) are kept in shared memory when the row
 //   fits, else recomputed.

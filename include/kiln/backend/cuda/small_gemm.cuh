@@ -14,7 +14,9 @@
 // its column tile to arrive (a counter per tile, taken with an atomic after a fence) adds the
 // splits, in a fixed order (interleaved over the block's threads, then those sums in order),
 // and applies the epilogue: the result does not depend on timing. That block resets the
-// counter, so a graph replays with clean counters.
+// counter, so a graph replays with clean counters. The first round of B is issued before
+// `griddepcontrol.wait`: launched with programmatic stream serialization (run_gemm's
+// overlap_previous), the kernel streams B while the kernel before it finishes.
 #pragma once
 #include "kiln/backend/cuda/gemm.hpp"
 #include "kiln/backend/cuda/row_kernel.cuh"
@@ -54,19 +56,37 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
   for (int i = 0; i < MR; ++i)
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[i][v] = T(0);
-  if (col < g.n) {
-    // Rounds of U rows of B per warp, all U loads issued before the first multiply: a warp
-    // has U loads in flight whatever its share of k (a plain loop over a few rows waits for
-    // each load in turn, one memory latency per row).
-    constexpr int U = kSmallGemmRowsPerRound;
+  // Rounds of U rows of B per warp, all U loads issued before the first multiply: a warp has U
+  // loads in flight whatever its share of k (a plain loop over a few rows waits for each load
+  // in turn, one memory latency per row).
+  constexpr int U = kSmallGemmRowsPerRound;
+  const bool has_cols = col < g.n;
+  Vec bv[U];
+  auto load_b = [&](index_t kk0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const index_t kk = kk0 + u * kSmallGemmWarps;
+      bv[u] = kk < k1 ? *reinterpret_cast<const Vec*>(g.b.ptr + kk * g.b.row + col) : Vec{};
+    }
+  };
+  // The first round of B is issued before waiting for the previous kernel (launched with
+  // programmatic stream serialization, see SmallGemmCuda::run, this kernel may start while the
+  // previous one runs; B is then memory the previous kernel does not write, A and the epilogue's
+  // loads may be). Without that launch attribute the wait returns at once. Dependents may start
+  // once this kernel waited: then only the kernel right before one can still be running.
+  if (has_cols && k0 + warp < k1) load_b(k0 + warp);
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+  if (has_cols) {
     for (index_t kk0 = k0 + warp; kk0 < k1; kk0 += U * kSmallGemmWarps) {
-      Vec bv[U];
+      if (kk0 != k0 + warp) load_b(kk0);
       T av[MR][U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const index_t kk = kk0 + u * kSmallGemmWarps;
         const bool in = kk < k1;
-        bv[u] = in ? *reinterpret_cast<const Vec*>(g.b.ptr + kk * g.b.row + col) : Vec{};
 #pragma unroll
         for (int i = 0; i < MR; ++i) av[i][u] = in && i < g.m ? widen(g.a.ptr[i * g.a.row + kk * g.a.col]) : T(0);
       }
@@ -156,16 +176,32 @@ template <class T, class Epi, int AccSlot, int NL, int NC>
 struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   using Desc = lower::GemmKernel<T, Epi, AccSlot, NL, NC>;
   using Args = cpu::GemmArgs<T, NL, NC>;
-  static void run(const Args& g, const cpu::LaunchConfig&, cudaStream_t stream, void* scratch) {
+  // overlap: launched with programmatic stream serialization, so that it starts, and streams
+  // its first rounds of B, while the previous kernel on the stream finishes. Only where that
+  // kernel does not write B (the caller checks: run_gemm's overlap_previous).
+  template <int MR>
+  static void launch_rows(const Args& g, dim3 grid, float* partials, unsigned* counters, int splits, bool overlap,
+                          cudaStream_t stream) {
+    cudaLaunchConfig_t lc{};
+    lc.gridDim = grid;
+    lc.blockDim = dim3(32 * kSmallGemmWarps);
+    lc.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = &attr;
+    lc.numAttrs = overlap ? 1 : 0;
+    KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, small_gemm_kernel<Desc, MR, Args>, g, partials, counters, splits));
+  }
+  static void run(const Args& g, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
     const SmallGemmShape s = small_gemm_shape(g);
     auto* counters = static_cast<unsigned*>(scratch);
     auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + s.counter_bytes);
     const dim3 grid(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits));
-    const int threads = 32 * kSmallGemmWarps;
-    if (g.m <= 1) small_gemm_kernel<Desc, 1><<<grid, threads, 0, stream>>>(g, partials, counters, s.splits);
-    else if (g.m <= 2) small_gemm_kernel<Desc, 2><<<grid, threads, 0, stream>>>(g, partials, counters, s.splits);
-    else small_gemm_kernel<Desc, 4><<<grid, threads, 0, stream>>>(g, partials, counters, s.splits);
-    KILN_CUDA_CHECK(cudaGetLastError());
+    const bool overlap = cfg.chunks == kOverlapPrevious;
+    if (g.m <= 1) launch_rows<1>(g, grid, partials, counters, s.splits, overlap, stream);
+    else if (g.m <= 2) launch_rows<2>(g, grid, partials, counters, s.splits, overlap, stream);
+    else launch_rows<4>(g, grid, partials, counters, s.splits, overlap, stream);
   }
 };
 

@@ -71,7 +71,7 @@ KILN_UNARY(Rsqrt, rsqrt, T(1) / math::sqrt(x), g * y * y * y * -0.5)
 KILN_UNARY(Abs, abs, x < T(0) ? -x : x, g * ((x > 0) - (x < 0)))
 KILN_UNARY(Tanh, tanh, math::tanh(x), g * (1 - y * y))
 // sigmoid x = 1 / (1 + e^{-x})
-KILN_UNARY(Sigmoid, sigmoid, T(1) / (T(1) + math::exp(-x)), g * y * (1 - y))
+KILN_UNARY(Sigmoid, sigmoid, math::sigmoid(x), g * y * (1 - y))
 // relu x = max(x, 0); NaN stays NaN.
 KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x, g * (y > 0))  // from the output, as PyTorch: relu'(0) = 0, and x need not be kept
 // gelu x = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), the exact (erf) form; see math::normal_cdf.
