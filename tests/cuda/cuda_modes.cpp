@@ -93,3 +93,25 @@ TEST_CASE("errors: mixed devices, out of memory, a failed CUDA call") {
   ref::check_close(f(x = xt.cuda(), w = wt.cuda(), b = bt.cuda()).cpu(), want(xt, wt, bt), 1e-4, 1e-6);
   CHECK_THROWS_WITH_AS(KILN_CUDA_CHECK(cudaSetDevice(999)), doctest::Contains("cudaSetDevice(999)"), kiln::CudaError);
 }
+
+// Scalar kernels (one value from the call's inputs: here two AdamW-like bias corrections) run
+// first, as one launch (cuda::ScalarBatch); the result must be the plan-order one, in Default
+// and in ReduceOverhead's graphs, as t changes between calls. Against float64.
+TEST_CASE("scalar kernels run as one launch, with the plan-order result") {
+  constexpr auto t = kiln::input<"t", 0>();
+  constexpr auto y = x * (0.01f / (1.0f - kiln::exp(t * -0.105f))) + x * kiln::rsqrt(1.0f - kiln::exp(t * -0.5f));
+  auto df = kiln::compile(y);
+  auto ro = kiln::compile<kiln::ReduceOverhead>(y);
+  CHECK(df.kernel_count() == 3);  // two scalar chains and the pointwise kernel
+  const auto xh = kiln::randn<float>({16, 40}, 7);
+  const auto xd = xh.cuda();
+  kiln::Tensor<float> th(kiln::Shape{});
+  for (int step = 1; step <= 4; ++step) {
+    th[0] = static_cast<float>(step);
+    const auto td = th.cuda();
+    const double c1 = 0.01 / (1.0 - std::exp(step * -0.105)), c2 = 1.0 / std::sqrt(1.0 - std::exp(step * -0.5));
+    const auto want = ref::map(ref::from(xh), [&](double v) { return v * c1 + v * c2; });
+    ref::check_close(df(x = xd, t = td).cpu(), want, 1e-5, 1e-6);
+    ref::check_close(ro(x = xd, t = td).cpu(), want, 1e-5, 1e-6);
+  }
+}

@@ -662,7 +662,12 @@ class Compiled {
       bind_pointers<Desc>(pr, ptr);
     });
     auto launch_all = [&] {
-      lower::for_each_index<nkernels>([&](auto g) { launch_cuda<decltype(g)::value>(st, stream); });
+      const bool batch = scalar_batch_safe(st);
+      if (batch) launch_scalar_batch(st, stream, std::make_index_sequence<kScalarKernels.count>{});
+      lower::for_each_index<nkernels>([&](auto g) {
+        constexpr int G = decltype(g)::value;
+        if (!(batch && kScalarKernels.is[G])) launch_cuda<G>(st, stream);
+      });
       finish_outputs(st, in, ptr);
     };
     if (Policy::autotune && !st.tuned) {
@@ -698,6 +703,106 @@ class Compiled {
     if constexpr (requires { pr.args.epilogue; })
       cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, pr.scratch.get(), overlap_previous<G>(st));
     else cuda::launch<Desc>(pr.args, pr.cuda_config, stream, pr.scratch.get());
+  }
+
+  // Scalar kernels: a row kernel without stages whose output has rank 0 and whose loads are all
+  // leaves (inputs, parameters): one value from the call's inputs, like AdamW's bias
+  // corrections (W5 has 12, two per parameter). On CUDA they run first, as one launch
+  // (cuda::ScalarBatch), when scalar_batch_safe.
+  template <int G>
+  static constexpr bool is_scalar_kernel() {
+    const auto& ki = program::template kernel_info<G>;
+    bool scalar = ki.group.kind == schedule::KernelKind::Row && ki.group.nstages == 0 && !ki.group.copy &&
+                  graph().nodes[ki.group.root].rank == 0;
+    for (int s = 0; s < ki.nloads; ++s) scalar = scalar && schedule::is_leaf(graph().nodes[ki.load_node[s]].kind);
+    return scalar;
+  }
+  struct ScalarKernels {
+    std::array<bool, (nkernels > 0 ? nkernels : 1)> is{};
+    std::array<int, (nkernels > 0 ? nkernels : 1)> index{};
+    int count = 0;
+  };
+  static constexpr ScalarKernels kScalarKernels = []<int... G>(std::integer_sequence<int, G...>) {
+    ScalarKernels k{};
+    ([&] {
+      if (is_scalar_kernel<G>()) {
+        k.is[G] = true;
+        k.index[k.count++] = G;
+      }
+    }(), ...);
+    if (k.count < 2) k = ScalarKernels{};  // one alone gains nothing
+    return k;
+  }(std::make_integer_sequence<int, nkernels>{});
+
+  // The bytes kernel H writes: its output (write_bytes), and a GEMM's product when that is
+  // stored apart.
+  struct Written {
+    const std::byte* p[2] = {};
+    std::size_t bytes[2] = {};
+    bool overlaps(const void* q, std::size_t n) const {
+      const auto* b = static_cast<const std::byte*>(q);
+      for (int i = 0; i < 2; ++i)
+        if (p[i] && b < p[i] + bytes[i] && p[i] < b + n) return true;
+      return false;
+    }
+  };
+  template <int H>
+  static Written written(const State& st) {
+    const auto& a = std::get<H>(st.kernels).args;
+    Written w;
+    if constexpr (requires { a.epilogue; }) {
+      using TA = std::remove_cvref_t<decltype(*a.acc)>;
+      w.p[0] = reinterpret_cast<const std::byte*>(a.epilogue.out);
+      w.p[1] = reinterpret_cast<const std::byte*>(a.acc);
+      w.bytes[1] = sizeof(TA) * static_cast<std::size_t>(a.batch * a.m * a.n);
+    } else {
+      w.p[0] = reinterpret_cast<const std::byte*>(a.out);
+    }
+    w.bytes[0] = static_cast<std::size_t>(st.write_bytes[H]);
+    return w;
+  }
+
+  // Running the scalar kernels first is the same as running them in plan order when none writes
+  // an input in place (a kernel before it may read that) and no kernel before one writes what
+  // it reads or where it writes (the arena may reuse its bytes for a value that dies before it
+  // runs). Checked on this call's pointers.
+  bool scalar_batch_safe(const State& st) const {
+    if constexpr (kScalarKernels.count == 0) {
+      return false;
+    } else {
+      std::array<Written, nkernels> w;
+      lower::for_each_index<nkernels>([&](auto h) { w[decltype(h)::value] = written<decltype(h)::value>(st); });
+      bool safe = true;
+      lower::for_each_index<nkernels>([&](auto g) {
+        constexpr int G = decltype(g)::value;
+        if constexpr (kScalarKernels.is[G]) {
+          const auto& a = std::get<G>(st.kernels).args;
+          using TG = std::remove_cvref_t<decltype(*a.out)>;
+          if (std::get<G>(st.kernels).writes_input) safe = false;
+          for (int h = 0; h < G; ++h) {
+            if (w[h].overlaps(a.out, sizeof(TG))) safe = false;
+            for (int s = 0; s < program::template kernel<G>::nloads; ++s)
+              if (w[h].overlaps(a.ptr[s], sizeof(TG))) safe = false;
+          }
+        }
+      });
+      return safe;
+    }
+  }
+
+  template <int G, int... Rest, class Pack>
+  static void fill_pack(const State& st, Pack& p) {
+    p.head = std::get<G>(st.kernels).args;
+    if constexpr (sizeof...(Rest) > 0) fill_pack<Rest...>(st, p.tail);
+  }
+  template <std::size_t... I>
+  void launch_scalar_batch(const State& st, cudaStream_t stream, std::index_sequence<I...>) {
+    if constexpr (sizeof...(I) > 0) {
+      using Batch = cuda::ScalarBatch<typename program::template kernel<kScalarKernels.index[I]>...>;
+      cuda::launch_args_t<Batch> pack{};
+      fill_pack<kScalarKernels.index[I]...>(st, pack);
+      cuda::launch<Batch>(pack, cpu::LaunchConfig{}, stream, nullptr);
+    }
   }
 
   // Whether GEMM kernel G may start while kernel G - 1 still runs (run_gemm's overlap_previous):

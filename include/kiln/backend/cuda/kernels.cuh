@@ -27,6 +27,10 @@ template <class Desc>
 struct kernel_impl<SmallGemm<Desc>> {
   using type = SmallGemmCuda<Desc>;
 };
+template <class... Descs>
+struct kernel_impl<ScalarBatch<Descs...>> {
+  using type = ScalarBatchCuda<Descs...>;
+};
 
 template <class Desc>
 void launch(const launch_args_t<Desc>& args, const cpu::LaunchConfig& config, cudaStream_t stream, void* scratch) {

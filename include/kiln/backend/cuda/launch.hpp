@@ -39,6 +39,24 @@ struct kernel_args<lower::ReduceToKernel<T, Tr, NL, NC>> {
 template <class Desc>
 using launch_args_t = typename kernel_args<Desc>::type;
 
+// Several kernels that each compute one value from a call's inputs (AdamW's bias corrections
+// per parameter, say), launched as one: a kernel launch costs more than such a value, and a
+// graph replays one node instead of a dozen. Each Desc is a row kernel without stages whose
+// output has rank 0. Arguments: each one's, in order (a plain aggregate, trivially copyable).
+template <class... Descs>
+struct ScalarBatch {};
+template <class... As>
+struct ArgPack {};
+template <class A, class... Rest>
+struct ArgPack<A, Rest...> {
+  A head;
+  ArgPack<Rest...> tail;
+};
+template <class... Descs>
+struct kernel_args<ScalarBatch<Descs...>> {
+  using type = ArgPack<launch_args_t<Descs>...>;
+};
+
 template <class Desc>
 void launch(const launch_args_t<Desc>& args, const cpu::LaunchConfig& config, cudaStream_t stream, void* scratch);
 

@@ -295,6 +295,42 @@ __global__ void pointwise_kernel(const Args a) {
   }
 }
 
+// ScalarBatch (launch.hpp): one thread evaluates each descriptor's one value, in order.
+template <class Desc, class Args>
+__device__ __forceinline__ void eval_scalar(const Args& a) {
+  using S = typename Desc::value_type;
+  DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
+  init_context(ctx, a);
+  set_row(ctx, a, 0);
+  a.out[0] = narrow<S>(Desc::out_tree::template eval<compute_t<S>>(ctx, 0));
+}
+template <class D, class... Rest, class Pack>
+__device__ __forceinline__ void eval_scalars(const Pack& q) {
+  eval_scalar<D>(q.head);
+  if constexpr (sizeof...(Rest) > 0) eval_scalars<Rest...>(q.tail);
+}
+template <class Batch>
+struct eval_batch;
+template <class... Descs>
+struct eval_batch<ScalarBatch<Descs...>> {
+  template <class Pack>
+  __device__ __forceinline__ static void run(const Pack& p) {
+    eval_scalars<Descs...>(p);
+  }
+};
+template <class Batch>
+__global__ void scalar_batch_kernel(const launch_args_t<Batch> pack) {
+  if (threadIdx.x == 0) eval_batch<Batch>::run(pack);
+}
+template <class... Descs>
+struct ScalarBatchCuda {
+  using Args = ArgPack<launch_args_t<Descs>...>;
+  static void run(const Args& a, const cpu::LaunchConfig&, cudaStream_t stream, void* = nullptr) {
+    scalar_batch_kernel<ScalarBatch<Descs...>><<<1, 32, 0, stream>>>(a);
+    KILN_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
 // The row a thread works on: a warp's (WarpPerRow) or its block's; group threads share it,
 // this one being number tid among them.
 struct RowThread {
