@@ -1061,6 +1061,15 @@ class Compiled {
       for (int b : operands) touch(G, b);
       for (int b : pr.load_buffer) touch(G, b);
     });
+#if KILN_WITH_CUDA
+    // On CUDA the scalar kernels run first (ScalarBatch): their results live from kernel 0, so
+    // that no earlier value shares their bytes.
+    if (st.device.is_cuda())
+      lower::for_each_index<nkernels>([&](auto g) {
+        constexpr int G = decltype(g)::value;
+        if constexpr (kScalarKernels.is[G]) touch(0, std::get<G>(st.kernels).out_buffer);
+      });
+#endif
     for (std::size_t a = 0; a < arena.size(); ++a) {
       const int b = kSymbols + NOut + static_cast<int>(a);
       arena[a].first = first[b];
