@@ -99,10 +99,6 @@ struct hoist_invariants<LOp<Div, A, B>, Base, Acc, false> {
   using list = typename append_type<LOp<Reciprocal, B>, typename left::list>::type;
 };
 
-}  // namespace kiln::lower
-
-namespace kiln::lower {
-
 // Whether Tree reads stage S's kept values (an LCached<S, ...>).
 template <class Tree, int S>
 struct reads_cached : std::false_type {};

@@ -735,7 +735,7 @@ class Compiled {
   }(std::make_integer_sequence<int, nkernels>{});
 
   // The bytes kernel H writes: its output (write_bytes), and a GEMM's product when that is
-  // stored apart.
+  // stored apart. (The scalar batch and a small product's early start check against these.)
   struct Written {
     const std::byte* p[2] = {};
     std::size_t bytes[2] = {};
@@ -815,22 +815,8 @@ class Compiled {
     } else {
       using T = typename program::template kernel<G>::value_type;
       const auto& g = std::get<G>(st.kernels).args;
-      const auto& prev = std::get<G - 1>(st.kernels).args;
       if (g.batch != 1 || g.k < 1 || g.n < 1 || g.b.col != 1) return false;  // B as the small product reads it
-      const auto* b0 = reinterpret_cast<const unsigned char*>(g.b.ptr);
-      const auto* b1 = b0 + sizeof(T) * static_cast<std::size_t>((g.k - 1) * g.b.row + g.n);
-      auto apart = [&](const void* p, std::size_t bytes) {
-        const auto* q = static_cast<const unsigned char*>(p);
-        return q == nullptr || q + bytes <= b0 || q >= b1;
-      };
-      const auto out_bytes = static_cast<std::size_t>(st.write_bytes[G - 1]);
-      if constexpr (requires { prev.epilogue; }) {
-        using TP = std::remove_cvref_t<decltype(*prev.acc)>;
-        return apart(prev.epilogue.out, out_bytes) &&
-               apart(prev.acc, sizeof(TP) * static_cast<std::size_t>(prev.batch * prev.m * prev.n));
-      } else {
-        return apart(prev.out, out_bytes);
-      }
+      return !written<G - 1>(st).overlaps(g.b.ptr, sizeof(T) * static_cast<std::size_t>((g.k - 1) * g.b.row + g.n));
     }
   }
 
