@@ -114,3 +114,75 @@ TEST_CASE("sum_to (the adjoint of broadcasting) on the GPU: leading, middle, las
   ref::check_close(sd.cpu(), ref::reduce(rx, 2, ref::Red::Sum, true), 1e-5, 1e-5);
   ref::check_close(ss.cpu(), ref::reduce_all(ref::map(rx, [](double v) { return std::exp(v); }), ref::Red::Sum), 1e-5, 1e-2);
 }
+
+namespace {
+// Each function of kiln::math at the precision a kernel storing Bits significant bits asks for
+// (core/math.hpp, "Precision policy"), evaluated by the device over the sweep xs.
+template <int Bits>
+__global__ void device_maths(const float* xs, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float x = xs[i];
+  out[0 * n + i] = kiln::math::exp<Bits>(x * 8.0f);  // e^x over [-80, 80]
+  out[1 * n + i] = kiln::math::tanh<Bits>(x);
+  out[2 * n + i] = kiln::math::sigmoid<Bits>(x * 8.0f);
+  out[3 * n + i] = kiln::math::erf(x * 0.6f);
+  out[4 * n + i] = kiln::math::normal_cdf(x);
+}
+
+struct MathErrors {
+  double exp = 0, tanh = 0, sigmoid = 0, erf = 0, cdf_abs = 0;
+};
+
+// Largest relative errors (absolute for Phi, a probability) against the C library in double.
+template <int Bits>
+MathErrors device_math_errors() {
+  constexpr int n = 1 << 18;
+  std::vector<float> xs(n);
+  for (int i = 0; i < n; ++i) xs[i] = -10.0f + 20.0f * static_cast<float>(i) / (n - 1);
+  float *dx = nullptr, *dout = nullptr;
+  KILN_CUDA_CHECK(cudaMalloc(&dx, n * sizeof(float)));
+  KILN_CUDA_CHECK(cudaMalloc(&dout, 5 * n * sizeof(float)));
+  KILN_CUDA_CHECK(cudaMemcpy(dx, xs.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  device_maths<Bits><<<n / 256, 256>>>(dx, dout, n);
+  std::vector<float> out(5 * n);
+  KILN_CUDA_CHECK(cudaMemcpy(out.data(), dout, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  KILN_CUDA_CHECK(cudaFree(dx));
+  KILN_CUDA_CHECK(cudaFree(dout));
+  MathErrors e;
+  const auto rel = [](double got, double want) { return want == 0 ? std::abs(got) : std::abs(got - want) / std::abs(want); };
+  for (int i = 0; i < n; ++i) {
+    const double x = xs[i];
+    // Arguments as the kernel formed them (x * 8 and x * 0.6 rounded to float).
+    const double x8 = static_cast<float>(xs[i] * 8.0f), x6 = static_cast<float>(xs[i] * 0.6f);
+    e.exp = std::max(e.exp, rel(out[i], std::exp(x8)));
+    if (x != 0) e.tanh = std::max(e.tanh, rel(out[n + i], std::tanh(x)));
+    e.sigmoid = std::max(e.sigmoid, rel(out[2 * n + i], 1 / (1 + std::exp(-x8))));
+    if (x6 != 0) e.erf = std::max(e.erf, rel(out[3 * n + i], std::erf(x6)));
+    e.cdf_abs = std::max(e.cdf_abs, std::abs(out[4 * n + i] - 0.5 * std::erfc(-x / std::sqrt(2.0))));
+  }
+  MESSAGE("device maths at " << Bits << " bits: exp " << e.exp << ", tanh " << e.tanh << ", sigmoid " << e.sigmoid
+                             << ", erf " << e.erf << ", Phi (absolute) " << e.cdf_abs);
+  return e;
+}
+}  // namespace
+
+TEST_CASE("device maths: float accuracy, and 16-bit results within a quarter of their rounding") {
+  // float: a few ulp (2^-23 = 1.2e-7), as the host's polynomials (tests/math_functions.cpp).
+  const auto f = device_math_errors<24>();
+  CHECK(f.exp < 3e-7);
+  CHECK(f.tanh < 5e-7);
+  CHECK(f.sigmoid < 5e-7);
+  CHECK(f.erf < 6e-7);
+  CHECK(f.cdf_abs < 3e-7);
+  // bf16 (8 bits; rounding to it errs by 2^-9 to 2^-8 relative): tanh.approx and ex2.approx.
+  const auto b = device_math_errors<8>();
+  CHECK(b.tanh < std::ldexp(1.0, -10));
+  CHECK(b.exp < std::ldexp(1.0, -16));
+  CHECK(b.sigmoid < std::ldexp(1.0, -16));
+  // f16 (11 bits, 2^-12 to 2^-11): ex2.approx for exp and sigmoid, the float tanh.
+  const auto h = device_math_errors<11>();
+  CHECK(h.exp < std::ldexp(1.0, -16));
+  CHECK(h.sigmoid < std::ldexp(1.0, -16));
+  CHECK(h.tanh < 5e-7);
+}

@@ -138,6 +138,11 @@ struct compute_type<f16> {
 template <class T>
 using compute_t = typename compute_type<T>::type;
 
+// The significant bits a value stored in T keeps (the implicit bit included): the precision a
+// kernel that stores T asks of its maths (kiln::math's Bits; core/math.hpp).
+template <class T>
+inline constexpr int significand_bits = std::is_same_v<T, double> ? 53 : std::is_same_v<T, bf16> ? 8 : std::is_same_v<T, f16> ? 11 : 24;
+
 // Load: storage to compute type (exact). Store: compute to storage type (rounded to nearest
 // even for the 16-bit types).
 template <class S>

@@ -1,9 +1,18 @@
 // kiln: scalar maths that vectorises. The float versions are branch-free polynomial forms
 // (Cephes' constants) so that a `#pragma omp simd` loop over them becomes SIMD code; the
 // double versions call the C library, which is exact to an ulp and is the reference. In CUDA
-// device code the float versions call CUDA's maths library instead (expf, logf, tanhf, erff,
-// erfcf: a few ulp, and built on the special-function units, so cheaper than the polynomials
-// and their divisions there).
+// device code the float versions call CUDA's maths library instead (expf, logf, tanhf, erfcf:
+// a few ulp, and built on the special-function units, so cheaper than the polynomials and
+// their divisions there), except erf, whose rational form is cheaper there too.
+//
+// Precision policy: the functions that have cheaper forms take Bits, the significant bits the
+// result is stored with (24 for float, 53 for double; a kernel that stores bf16 asks for 8, f16
+// for 11: kiln::significand_bits). On the device, a result stored in 16 bits uses the hardware's
+// approximations where their error is at most a quarter of that type's rounding (half an ulp:
+// 2^-9 relative for bf16, 2^-12 for f16): exp and sigmoid through ex2.approx (relative error
+// about 2^-21) for both 16-bit types, tanh through tanh.approx (2^-11) for bf16 only. The
+// maths still runs in float; only the last bits the store discards are given up. Host code
+// and float results ignore Bits.
 #pragma once
 #include <bit>
 #include <cmath>
@@ -13,6 +22,28 @@
 #include "kiln/core/config.hpp"
 
 namespace kiln::math {
+
+#if defined(__CUDA_ARCH__)
+// The special-function unit's approximations (PTX ISA, "Floating Point Instructions").
+// ex2.approx.ftz: 2^x, relative error about 2^-22, results below 2^-126 flushed to 0.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+// rcp.approx.ftz: 1/x within 1 ulp for normal x (subnormal x gives +-inf).
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+// tanh.approx (sm_75+): relative error 2^-10.987; tanh(+-inf) = +-1, NaN stays NaN.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float r;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+#endif
 
 // Round to nearest with the 1.5 * 2^23 trick: exact for |t| < 2^22, and SIMD-friendly
 // without SSE4.1's roundps.
@@ -47,7 +78,15 @@ KILN_HOST_DEVICE KILN_INLINE float exp_sum(float a, float b) {
   return x > 88.7228f ? std::numeric_limits<float>::infinity() : y;
 }
 
-KILN_HOST_DEVICE KILN_INLINE float exp(float x) { return exp_sum(x, -0.0f); }
+// e^x. On the device, for a 16-bit result: 2^(x log2 e) by ex2.approx, whose error and the
+// rounding of x log2 e (|x| 2^-24 relative) stay below 2^-16 for |x| < 88.
+template <int Bits = 24>
+KILN_HOST_DEVICE KILN_INLINE float exp(float x) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (Bits <= 16) return ex2_approx(x * 1.44269504088896341f);
+#endif
+  return exp_sum(x, -0.0f);
+}
 
 // log x = log m + e log 2 with x = m 2^e, m in [sqrt(1/2), sqrt(2)); log(1 + f) by Cephes'
 // degree-9 polynomial. log 0 = -inf, log of a negative number or NaN = NaN, log inf = inf.
@@ -84,9 +123,11 @@ KILN_HOST_DEVICE KILN_INLINE float log(float x) {
 
 // tanh x = x P(x^2) / Q(x^2) on |x| <= 9 (beyond, tanh is 1 in float): a rational fit
 // (relative error 2e-8 in exact arithmetic, 3.5e-7 evaluated in float), one division and no
-// exponential.
+// exponential. On the device: tanhf, or tanh.approx for a bf16 result.
+template <int Bits = 24>
 KILN_HOST_DEVICE KILN_INLINE float tanh(float x) {
 #if defined(__CUDA_ARCH__)
+  if constexpr (Bits <= 8) return tanh_approx(x);
   return ::tanhf(x);
 #endif
   const float c = x > 9.0f ? 9.0f : (x < -9.0f ? -9.0f : x);
@@ -106,11 +147,11 @@ KILN_HOST_DEVICE KILN_INLINE float tanh(float x) {
 }
 
 // erf x = x P(x^2) / Q(x^2) on |x| <= 4 (beyond, erf is +-1 in float): a rational fit
-// (relative error 7e-8 in exact arithmetic, 4.2e-7 evaluated in float), one division.
+// (relative error 7e-8 in exact arithmetic, 4.2e-7 evaluated in float), one division. Q >= 1
+// (its coefficients are positive), so on the device the division is p * rcp.approx(q), one ulp
+// more, and the whole is about 19 instructions against erff's 25 to 30 (two polynomials and
+// a select); the same formula on both devices.
 KILN_HOST_DEVICE KILN_INLINE float erf(float x) {
-#if defined(__CUDA_ARCH__)
-  return ::erff(x);
-#endif
   const float c = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x);
   const float t = c * c;
   float p = 1.9112634503e-08f;
@@ -125,7 +166,11 @@ KILN_HOST_DEVICE KILN_INLINE float erf(float x) {
   q = q * t + 1.1794020735e-01f;
   q = q * t + 5.1682614468e-01f;
   q = q * t + 1.0f;
+#if defined(__CUDA_ARCH__)
+  return c * p * rcp_approx(q);
+#else
   return c * p / q;
+#endif
 }
 
 // erfc x = t exp(-x^2 + P(t)), t = 1 / (1 + |x|/2), for x >= 0 (Numerical Recipes'
@@ -157,22 +202,25 @@ KILN_HOST_DEVICE KILN_INLINE float erfc(float x) {
 // sigmoid x = 1 / (1 + e^-x). The denominator is at least 1, so on the GPU the reciprocal is
 // the hardware's (rcp.approx: within 1 ulp over its whole range, no branch) instead of an IEEE
 // division and its slow path: within 3 ulp in all, 0 where e^-x overflows (x < -88.7), as the
-// CPU's flush below e^-87.
+// CPU's flush below e^-87. For a 16-bit result e^-x is exp<Bits>'s ex2.approx.
+template <int Bits = 24>
 KILN_HOST_DEVICE KILN_INLINE float sigmoid(float x) {
 #if defined(__CUDA_ARCH__)
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + ::expf(-x)));
-  return r;
+  if constexpr (Bits <= 16) return rcp_approx(1.0f + ex2_approx(x * -1.44269504088896341f));
+  return rcp_approx(1.0f + ::expf(-x));
 #else
   return 1.0f / (1.0f + exp(-x));
 #endif
 }
+template <int Bits = 53>
 KILN_HOST_DEVICE inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 KILN_HOST_DEVICE KILN_INLINE float sqrt(float x) { return std::sqrt(x); }
 
+template <int Bits = 53>
 KILN_HOST_DEVICE inline double exp(double x) { return std::exp(x); }
 KILN_HOST_DEVICE inline double log(double x) { return std::log(x); }
+template <int Bits = 53>
 KILN_HOST_DEVICE inline double tanh(double x) { return std::tanh(x); }
 KILN_HOST_DEVICE inline double erf(double x) { return std::erf(x); }
 KILN_HOST_DEVICE inline double erfc(double x) { return std::erfc(x); }

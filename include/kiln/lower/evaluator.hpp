@@ -69,11 +69,19 @@ struct LCached {
   }
 };
 
+// The significant bits the context's results are stored with (Ctx::result_bits: a device
+// kernel storing bf16 says 8), else T's own: the precision the maths may stop at (core/math.hpp).
+template <class Ctx, class T>
+constexpr int result_bits() {
+  if constexpr (requires { Ctx::result_bits; }) return Ctx::result_bits;
+  else return significand_bits<T>;
+}
+
 template <class Op, class... Args>
 struct LOp {
   template <class T, class Ctx>
   KILN_HOST_DEVICE KILN_INLINE static T eval(const Ctx& ctx, index_t j) {
-    return Op::template apply<T>(Args::template eval<T>(ctx, j)...);
+    return Op::template apply<T, result_bits<Ctx, T>()>(Args::template eval<T>(ctx, j)...);
   }
 };
 

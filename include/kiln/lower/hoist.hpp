@@ -17,7 +17,7 @@ namespace kiln::lower {
 
 // 1 / x, the hoisted divisor of a division by a row invariant.
 struct Reciprocal {
-  template <class T>
+  template <class T, int = significand_bits<T>>
   KILN_HOST_DEVICE KILN_INLINE static T apply(T x) {
     return T(1) / x;
   }

@@ -75,6 +75,7 @@ template <class T, int NL, int NC, int NS, bool Cached>
 struct DeviceRowContext {
   using C = compute_t<T>;
   static constexpr bool row_cache = Cached;
+  static constexpr int result_bits = significand_bits<T>;  // the maths' precision (core/math.hpp)
   const T* row_ptr[NL > 0 ? NL : 1];
   index_t inner[NL > 0 ? NL : 1];
   C consts[NC > 0 ? NC : 1];
@@ -185,6 +186,7 @@ template <class S, int NL, int W, int K, class Cache = NoRowCache>
 struct LaneContext {
   using T = compute_t<S>;
   static constexpr bool row_cache = Cache::enabled;
+  static constexpr int result_bits = significand_bits<S>;  // the maths' precision (core/math.hpp)
   const raw_t<S, W> (&v)[NL > 0 ? NL : 1];
   const T* consts;
   const T* stages = nullptr;

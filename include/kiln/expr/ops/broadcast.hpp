@@ -15,7 +15,7 @@ namespace kiln {
 struct ExpandAs : PointwiseOp {
   static constexpr const char* name = "expand_as";
   static constexpr unsigned shape_only = 0b10;
-  template <class T>
+  template <class T, int = significand_bits<T>>
   KILN_HOST_DEVICE KILN_INLINE static T apply(T x) {
     return x;
   }

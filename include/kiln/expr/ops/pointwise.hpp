@@ -38,10 +38,12 @@ constexpr auto as_operand(S s) {
 
 // KILN_UNARY(Struct, function, formula in x of type T, vjp in x, y = f(x), g = cotangent):
 // the op's scalar formula and its reverse-mode rule, an expression, side by side (Adept's way).
+// Bits: the significant bits the result is stored with; formulas pass it to kiln::math's
+// functions that have cheaper forms for 16-bit results (core/math.hpp, "Precision policy").
 #define KILN_UNARY(Struct, fn, formula, vjp_rule)                              \
   struct Struct : PointwiseOp {                                                \
     static constexpr const char* name = #fn;                                   \
-    template <class T>                                                         \
+    template <class T, int Bits = significand_bits<T>>                         \
     KILN_HOST_DEVICE KILN_INLINE static T apply(T x) {                         \
       return formula;                                                          \
     }                                                                          \
@@ -63,26 +65,26 @@ constexpr auto as_operand(S s) {
   }
 
 KILN_UNARY(Neg, neg, -x, -g)
-KILN_UNARY(Exp, exp, math::exp(x), g * y)
+KILN_UNARY(Exp, exp, math::exp<Bits>(x), g * y)
 KILN_UNARY(Log, log, math::log(x), g / x)
 KILN_UNARY(Sqrt, sqrt, math::sqrt(x), g / (y * 2))
 KILN_UNARY(Rsqrt, rsqrt, T(1) / math::sqrt(x), g * y * y * y * -0.5)
 // d|x| = sign(x); 0 at 0, as PyTorch.
 KILN_UNARY(Abs, abs, x < T(0) ? -x : x, g * ((x > 0) - (x < 0)))
-KILN_UNARY(Tanh, tanh, math::tanh(x), g * (1 - y * y))
+KILN_UNARY(Tanh, tanh, math::tanh<Bits>(x), g * (1 - y * y))
 // sigmoid x = 1 / (1 + e^{-x})
-KILN_UNARY(Sigmoid, sigmoid, math::sigmoid(x), g * y * (1 - y))
+KILN_UNARY(Sigmoid, sigmoid, math::sigmoid<Bits>(x), g * y * (1 - y))
 // relu x = max(x, 0); NaN stays NaN.
 KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x, g * (y > 0))  // from the output, as PyTorch: relu'(0) = 0, and x need not be kept
 // gelu x = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), the exact (erf) form; see math::normal_cdf.
 // Phi and phi, the standard normal CDF and density: gelu's derivative is Phi(x) + x phi(x).
-KILN_UNARY(NormalPdf, normal_pdf, T(0.39894228040143267794) * math::exp(T(-0.5) * x * x), g * -x * y)
+KILN_UNARY(NormalPdf, normal_pdf, T(0.39894228040143267794) * math::exp<Bits>(T(-0.5) * x * x), g * -x * y)
 KILN_UNARY(NormalCdf, normal_cdf, math::normal_cdf(x), g * normal_pdf(x))
 KILN_UNARY(Gelu, gelu, x * math::normal_cdf(x), g * (normal_cdf(x) + x * normal_pdf(x)))
 // gelu_tanh x = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation.
 // d/dx = (1 + t)/2 + x (1 - t^2) k (1 + 3c x^2) / 2, t = tanh(k (x + c x^3)), k = sqrt(2/pi), c = 0.044715.
 KILN_UNARY(GeluTanh, gelu_tanh,
-           T(0.5) * x * (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))),
+           T(0.5) * x * (T(1) + math::tanh<Bits>(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))),
            g * ((1 + tanh((x + x * x * x * 0.044715) * 0.79788456080286535588)) * 0.5 +
                 x * (1 - square(tanh((x + x * x * x * 0.044715) * 0.79788456080286535588))) *
                     ((x * x * 0.134145 + 1) * 0.39894228040143267794)))
@@ -94,7 +96,7 @@ KILN_UNARY(Square, square, x * x, g * x * 2)
 #define KILN_BINARY(Struct, fn, formula, vjp_a, vjp_b, jvp_rule)               \
   struct Struct : PointwiseOp {                                                \
     static constexpr const char* name = #fn;                                   \
-    template <class T>                                                         \
+    template <class T, int Bits = significand_bits<T>>                         \
     KILN_HOST_DEVICE KILN_INLINE static T apply(T a, T b) {                    \
       return formula;                                                          \
     }                                                                          \
@@ -138,7 +140,7 @@ KILN_BINARY(GreaterEqual, greater_equal, a >= b ? T(1) : T(0), KILN_NO_GRAD, KIL
 // where(c, a, b) = a where c != 0, else b.
 struct Where : PointwiseOp {
   static constexpr const char* name = "where";
-  template <class T>
+  template <class T, int = significand_bits<T>>
   KILN_HOST_DEVICE KILN_INLINE static T apply(T c, T a, T b) {
     return c != T(0) ? a : b;
   }
