@@ -21,9 +21,10 @@ TEST_CASE("bf16 in ReduceOverhead: a transformer FFN replayed as a graph") {
   CHECK(ro.graph_replays() + ro.graph_captures() == 3);
 }
 
-// The small-product kernel (small_gemm.cuh): a few rows, k split over blocks or not, n not a
-// multiple of its column tile, with and without an epilogue, replayed in a graph (its split
-// counters must be back at zero after every call), against float64.
+// The small-product kernel (small_gemm.cuh): a few rows; k shorter than the splits, in one round
+// and in several; narrow (32-column) and wide (128-column) tiles, n not a multiple of either;
+// splits of k added across a cluster (6 and 8 blocks) or none; with and without an epilogue,
+// replayed in a graph, against float64.
 TEST_CASE("small products: one kernel for GEMM and epilogue, m <= 4") {
   constexpr auto x = kiln::input<"x", 2>();
   constexpr auto w = kiln::param<"w", 2>();
@@ -32,7 +33,7 @@ TEST_CASE("small products: one kernel for GEMM and epilogue, m <= 4") {
   auto fused = kiln::compile<kiln::ReduceOverhead>(kiln::relu(kiln::matmul(x, w) + b) * 2.0f);
   auto tuned = kiln::compile<kiln::MaxAutotune>(kiln::relu(kiln::matmul(x, w) + b) * 2.0f);
   const auto dev = kiln::Device::cuda();
-  for (std::size_t k : {40, 3000}) {
+  for (std::size_t k : {5, 40, 3000}) {
     for (std::size_t n : {200, 4100}) {
       const auto wt = dtype_cases::randn_on<float>({k, n}, k + n, dev, 0.05), bt = dtype_cases::randn_on<float>({n}, 7, dev);
       for (std::size_t m = 1; m <= 4; ++m) {

@@ -70,7 +70,7 @@ struct Prepared {
   bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
 #if KILN_WITH_CUDA
   std::unique_ptr<cuda::GemmPlan> gemm_plan;  // GEMM kernels on a CUDA device
-  cuda::Buffer scratch;                        // a total reduction's partials; a small GEMM's (prepare_scratch)
+  cuda::Buffer scratch;                        // a total reduction's partials (prepare_scratch)
   cpu::LaunchConfig cuda_config;               // block size, variant (MaxAutotune's choice)
 #endif
   cpu::LaunchConfig& config() { return args.config; }
@@ -701,7 +701,7 @@ class Compiled {
     using Desc = typename program::template kernel<G>;
     auto& pr = std::get<G>(st.kernels);
     if constexpr (requires { pr.args.epilogue; })
-      cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, pr.scratch.get(), overlap_previous<G>(st));
+      cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, overlap_previous<G>(st));
     else cuda::launch<Desc>(pr.args, pr.cuda_config, stream, pr.scratch.get());
   }
 
@@ -1279,17 +1279,11 @@ class Compiled {
   }
 
 #if KILN_WITH_CUDA
-  // A kernel's device scratch, allocated once per shape signature: a total reduction's partials;
-  // a small product's tile counters and split sums (small_gemm.cuh). The counters must start at
-  // zero, and the kernel resets them after each use, so graph replays find them clean.
+  // A kernel's device scratch, allocated once per shape signature: a total reduction's partials.
   template <class Desc, class P>
   static void prepare_scratch(P& pr, int dev) {
     std::size_t bytes = 0;
-    if constexpr (requires { pr.args.epilogue; }) {
-      if (cuda::small_gemm_applies(pr.args, Desc::has_epilogue)) bytes = cuda::small_gemm_shape(pr.args).bytes;
-    } else {
-      bytes = cuda::scratch_bytes<Desc>();
-    }
+    if constexpr (!requires { pr.args.epilogue; }) bytes = cuda::scratch_bytes<Desc>();
     if (bytes == 0) return;
     pr.scratch = cuda::Buffer(bytes, dev);
     KILN_CUDA_CHECK(cudaMemsetAsync(pr.scratch.get(), 0, bytes, cuda::stream()));

@@ -234,11 +234,11 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
 // The small-product kernel (small_gemm.cuh): for at most 4 rows of A (one matrix), B row-major
 // with rows of whole 16-byte vectors, and an epilogue, if any, over the product's own rows.
 inline constexpr index_t kSmallGemmRows = 4;
-inline constexpr int kSmallGemmVector = 4;  // columns per lane
-inline constexpr index_t kSmallGemmBlocks = 264;  // blocks to aim for: two per SM of an H100/H200
-inline constexpr int kSmallGemmWarps = 8;          // per block
-inline constexpr int kSmallGemmRowsPerRound = 8;   // rows of B a warp loads before it multiplies
-inline constexpr int kSmallGemmMaxSplits = 64;
+inline constexpr int kSmallGemmVector = 4;       // columns per lane
+inline constexpr int kSmallGemmWarps = 8;        // per block
+inline constexpr int kSmallGemmLoads = 16;       // rows of B a thread loads per round, all before its multiplies
+inline constexpr int kSmallGemmMaxSplits = 8;    // splits of k: the blocks of one cluster (the portable maximum)
+inline constexpr index_t kSmallGemmBlocks = 192; // blocks to aim for (132 SMs on an H200)
 
 template <class G>
 bool small_gemm_applies(const G& g, bool has_epilogue) {
@@ -249,26 +249,23 @@ bool small_gemm_applies(const G& g, bool has_epilogue) {
   return !has_epilogue || (g.in_place && g.epilogue.rows == g.m && g.epilogue.len == g.n);
 }
 
-// Its grid (column tiles x splits of k) and scratch: a counter per tile, then the splits'
-// partial sums (float).
+// Its grid: column tiles x splits of k. A warp's lanes cover `lanes` columns' vectors of a row
+// of B and 32 / lanes rows at once: 32 lanes (128-column tiles) where B is wide enough for 16
+// such tiles, else 8 (32-column tiles, four rows per load), so that a product with few columns
+// (an FFN's second) still has enough tiles. Splits: enough blocks to keep every SM streaming,
+// at most one cluster's worth (their sums are added through distributed shared memory).
 struct SmallGemmShape {
   index_t tiles = 0;
-  int splits = 1;
-  std::size_t counter_bytes = 0, bytes = 0;
+  int splits = 1, lanes = 32;
 };
 template <class G>
 SmallGemmShape small_gemm_shape(const G& g) {
-  const index_t tile = 32 * kSmallGemmVector;
   SmallGemmShape s;
+  s.lanes = g.n / (32 * kSmallGemmVector) >= 16 ? 32 : 8;
+  const index_t tile = s.lanes * kSmallGemmVector;
   s.tiles = (g.n + tile - 1) / tile;
-  // Splits of k: enough that each warp loads its share of B in one round, and enough blocks to keep every SM streaming B (at least 16 rows of k each); at
-  // most kSmallGemmMaxSplits for the last block of a tile to add.
-  const index_t rows_per_block = static_cast<index_t>(kSmallGemmWarps) * kSmallGemmRowsPerRound;
-  const index_t one_round = (g.k + rows_per_block - 1) / rows_per_block;
-  const index_t fill = std::min<index_t>((kSmallGemmBlocks + s.tiles - 1) / s.tiles, std::max<index_t>(g.k / 16, 1));
-  s.splits = static_cast<int>(std::clamp<index_t>(std::max(one_round, fill), 1, kSmallGemmMaxSplits));
-  s.counter_bytes = (static_cast<std::size_t>(s.tiles) * sizeof(unsigned) + 255) / 256 * 256;
-  s.bytes = s.counter_bytes + (s.splits > 1 ? sizeof(float) * static_cast<std::size_t>(s.splits * g.m * g.n) : 0);
+  const index_t want = (kSmallGemmBlocks + s.tiles - 1) / s.tiles;
+  s.splits = static_cast<int>(std::clamp<index_t>(std::min<index_t>(want, g.k), 1, kSmallGemmMaxSplits));
   return s;
 }
 
@@ -289,20 +286,19 @@ inline constexpr int kOverlapPrevious = 1;
 
 // Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel
 // (or by cuBLASLt, when it is one of cuBLASLt's: plan->bias_slot); or both in one kernel for a
-// small product: scratch is then non-null (small_gemm_shape(g).bytes, zeroed once, allocated at
-// plan time only where small_gemm_applies), and B's rows must be 16-byte aligned.
+// small product (small_gemm_applies, and B's rows 16-byte aligned).
 // overlap_previous: the previous kernel on the stream writes no memory B occupies, so the small
 // product may start streaming B while that kernel finishes (Hopper's programmatic dependent
 // launch; A and the epilogue's inputs are read after it completes).
 template <class Desc>
 void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
-              const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch, bool overlap_previous = false) {
+              const cpu::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
-  if (cfg.variant == 0 && scratch && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0) {
+  if (cfg.variant == 0 && small_gemm_applies(g, Desc::has_epilogue) && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0) {
     cpu::LaunchConfig small = cfg;
     small.chunks = overlap_previous ? kOverlapPrevious : 0;
-    launch<SmallGemm<Desc>>(g, small, stream, scratch);
+    launch<SmallGemm<Desc>>(g, small, stream, nullptr);
     return;
   }
   if (g.batch > 0 && g.m > 0 && g.n > 0) {

@@ -275,25 +275,43 @@ struct stage_loads<lower::TypeList<Ss...>> {
 template <class Desc>
 struct RowKernelCuda;
 
-// Pointwise: units of W elements (W = 1: element loads; else 16-byte ones) in a grid-stride loop.
+// Pointwise: units of W elements (W = 1: element loads; else 16-byte ones), U units per thread.
+// A block covers U * blockDim consecutive units, thread t those at t + u * blockDim (a warp's
+// loads of one u are consecutive), in a grid-stride loop; a thread issues all U units' loads
+// before any maths, so a thread whose maths is long (W1: ~45 instructions per value) still has
+// U loads in flight, which memory speed needs (Little's law: ~20 KiB in flight per SM).
+template <int NL>
+inline constexpr int kPointwiseUnits = NL <= 2 ? 4 : NL <= 4 ? 2 : 1;
+
 template <class Desc, int W, class Args>
 __global__ void pointwise_kernel(const Args a) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
-  constexpr int NL = Desc::nloads;
+  constexpr int NL = Desc::nloads, U = kPointwiseUnits<NL>;
   constexpr std::uint64_t Mask = lower::tree_loads<typename Desc::out_tree, false>::value;
   const index_t nu = a.len / W, total = a.rows * nu;
-  const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  const index_t span = static_cast<index_t>(blockDim.x) * U;
   T consts[Desc::nconsts > 0 ? Desc::nconsts : 1];
 #pragma unroll
   for (int c = 0; c < Desc::nconsts; ++c) consts[c] = a.consts[c];
-  const S* p[NL > 0 ? NL : 1];
-  for (index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
-    const index_t r = a.rows == 1 ? 0 : e / nu, ju = a.rows == 1 ? e : e - r * nu;
-    cpu::row_pointers(a, r, p);
-    raw_t<S, W> v[NL > 0 ? NL : 1];
-    load_unit<Mask, NL, W>(v, p, a.inner, ju * W);
-    store_unit<typename Desc::out_tree, S, NL, W>(a.out + r * a.len, v, consts, nullptr, NoRowCache{}, ju);
+  for (index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x; e0 < total; e0 += span * gridDim.x) {
+    raw_t<S, W> v[U][NL > 0 ? NL : 1];
+    index_t r[U], ju[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+      if (e >= total) break;
+      r[u] = a.rows == 1 ? 0 : e / nu;
+      ju[u] = a.rows == 1 ? e : e - r[u] * nu;
+      const S* p[NL > 0 ? NL : 1];
+      cpu::row_pointers(a, r[u], p);
+      load_unit<Mask, NL, W>(v[u], p, a.inner, ju[u] * W);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (e0 + u * static_cast<index_t>(blockDim.x) >= total) break;
+      store_unit<typename Desc::out_tree, S, NL, W>(a.out + r[u] * a.len, v[u], consts, nullptr, NoRowCache{}, ju[u]);
+    }
   }
 }
 
@@ -531,8 +549,8 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     const int threads = cfg.threads > 0 ? cfg.threads : 256;
     const bool vec = cfg.chunks != 1 && vectorizable(a);
     if constexpr (NS == 0) {
-      const index_t work = vec ? a.rows * a.len / W : a.rows * a.len;
-      const auto blocks = static_cast<unsigned>(std::min<index_t>((work + threads - 1) / threads, index_t{1} << 20));
+      const index_t work = vec ? a.rows * a.len / W : a.rows * a.len, span = static_cast<index_t>(threads) * kPointwiseUnits<NL>;
+      const auto blocks = static_cast<unsigned>(std::min<index_t>((work + span - 1) / span, index_t{1} << 20));
       if (vec) pointwise_kernel<Desc, W><<<blocks, threads, 0, stream>>>(a);
       else pointwise_kernel<Desc, 1><<<blocks, threads, 0, stream>>>(a);
     } else {
