@@ -103,3 +103,18 @@ TEST_CASE("row reductions give the same results on short rows (a plain loop) and
     CHECK(std::isnan(sm[1]));
   }
 }
+
+// A tensor with static storage, constructed before kiln's host-memory cache (so destroyed after
+// it, at exit) and large enough (1 MiB and more) to be returned to that cache: freeing it at
+// exit used the destroyed cache (a use-after-free found by AddressSanitizer in bench_gpu,
+// whose drawn inputs live in a function-static map). The cache is now never destroyed. Under
+// AddressSanitizer this test failed at exit before the fix.
+namespace {
+std::map<int, kiln::Tensor<float>> static_tensors;  // constructed before main, so before the cache
+}  // namespace
+
+TEST_CASE("a tensor with static storage is freed at exit after kiln's host cache") {
+  { const auto freed = kiln::randn<float>({1024, 1024}, 3); }  // the cache now holds a free list
+  static_tensors.emplace(0, kiln::randn<float>({1024, 1024}, 7));
+  CHECK(static_tensors.at(0).numel() == 1024 * 1024);
+}
