@@ -105,7 +105,21 @@ using kiln::bf16;
   KILN_MODE(W, NAME, S, ReduceOverhead, __VA_ARGS__) \
   KILN_MODE(W, NAME, S, MaxAutotune, __VA_ARGS__)
 // Named W1/f32/Eager, W4/B16/bf16/ReduceOverhead, ..., as report_gpu.py reads them.
+// Not a WORKLOADS.md workload: softmax over rows too long for registers or a shared-memory row
+// cache ([256, 65536]: 16384 16-byte units a row), streamed from memory. Two passes for the
+// max and the sum, then one for the output, would read the row three times (at most half the
+// copy rate in GBps, which counts one read and one write); online softmax reads it twice.
+template <bench::Mode M, class S>
+void SoftmaxLong(benchmark::State& state) {
+  constexpr auto x = kiln::input<"x", 2, S>();
+  const std::size_t rows = 256, d = 65536;
+  const auto& sd = randn_cuda<S>({rows, d}, 1);
+  run<M, S>(state, kiln::softmax(x), {rows, d}, 2.0 * sizeof(S) * rows * d, 0, x = sd);
+}
+
 using f32 = float;
+KILN_MODE(SoftmaxLong, "SoftmaxLong", f32, Default)
+KILN_MODE(SoftmaxLong, "SoftmaxLong", bf16, Default)
 KILN_MODES(W1, "W1", f32)
 KILN_MODES(W2, "W2", f32)
 KILN_MODES(W3, "W3", f32)

@@ -5,6 +5,7 @@
 
 #include "reference.hpp"
 #include "kiln/lower/hoist.hpp"
+#include "kiln/lower/online.hpp"
 
 namespace {
 constexpr auto x = kiln::input<"x", 2>();
@@ -140,6 +141,15 @@ TEST_CASE("a row kernel's slots of one node alias; row-invariant subtrees hoist 
   using SH = kiln::lower::hoist_invariants<typename SK::out_tree, SK::nstages>;
   static_assert(SH::list::size == 1);
   static_assert(std::is_same_v<typename SH::list, kiln::lower::TypeList<kiln::lower::LOp<kiln::lower::Reciprocal, kiln::lower::LStage<1>>>>);
+  // Online softmax (lower/online.hpp): softmax's and log_softmax's max and sum stages read the
+  // same values (through SlotAlias), so a streamed row computes both in one pass; layer norm's
+  // mean and variance are no such pair.
+  static_assert(kiln::lower::online_first<typename SK::stages, typename SK::alias>::value == 0);
+  using LSK = kiln::lower::Program<std::remove_cvref_t<decltype(kiln::log_softmax(x))>, true>::kernel<0>;
+  static_assert(kiln::lower::online_first<typename LSK::stages, typename LSK::alias>::value == 0);
+  static_assert(kiln::lower::online_first<typename K::stages, typename K::alias>::value == -1);
+  // Without the aliases the sum reads other slots than the max: not a pair.
+  static_assert(kiln::lower::online_first<typename SK::stages, kiln::lower::SlotAlias<>>::value == -1);
   // A tree without stages or constants hoists nothing.
   using P = kiln::lower::hoist_invariants<kiln::lower::LOp<kiln::Add, kiln::lower::LLoad<0>, kiln::lower::LLoad<1>>, 0>;
   static_assert(P::list::size == 0 && std::is_same_v<typename P::type, kiln::lower::LOp<kiln::Add, kiln::lower::LLoad<0>, kiln::lower::LLoad<1>>>);

@@ -51,6 +51,28 @@ TEST_CASE("row reductions on the GPU: softmax, log_softmax, layer_norm; short, m
   }
 }
 
+// Rows that are streamed without row caches (too long for registers and for 40 KiB of shared
+// memory, or not whole 16-byte units): softmax's max and sum are one pass (online softmax,
+// lower/online.hpp). A warp per row (1001 columns: element loads), a block per row (70001:
+// element loads; 70000: 16-byte loads). Row 0 holds -inf entries, row 1 a NaN, row 2 only
+// -inf (NaN throughout, as the two-pass form and PyTorch give).
+TEST_CASE("softmax and log_softmax over streamed rows: max and sum in one pass") {
+  constexpr auto s = kiln::input<"s", 2>();
+  auto sm = kiln::compile(kiln::softmax(s * 0.5f));
+  auto lsm = kiln::compile(kiln::log_softmax(s));
+  for (std::size_t len : {1001, 70001, 70000}) {
+    CAPTURE(len);
+    auto st = kiln::randn<float>({4, len}, 30 + len);
+    for (std::size_t j = 0; j < len; ++j) st[j] *= 8.0f;  // a wide range in row 0
+    const float inf = std::numeric_limits<float>::infinity();
+    st[3] = -inf, st[len - 1] = -inf, st[len + 7] = std::nanf("");
+    for (std::size_t j = 0; j < len; ++j) st[2 * len + j] = -inf;
+    const auto sd = on_gpu(st);
+    ref::check_close(sm(s = sd).cpu(), ref::softmax(ref::map(ref::from(st), [](double v) { return v * 0.5; })), 5e-5, 1e-7);
+    ref::check_close(lsm(s = sd).cpu(), ref::log_softmax(ref::from(st)), 5e-5, 5e-5);
+  }
+}
+
 TEST_CASE("axis and total reductions on the GPU, NaN included") {
   constexpr auto x = kiln::input<"x", 2>();
   const auto xt = kiln::randn<float>({333, 70}, 31);

@@ -32,6 +32,7 @@
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/runtime.hpp"
 #include "kiln/lower/hoist.hpp"
+#include "kiln/lower/online.hpp"
 
 namespace kiln::cuda {
 
@@ -68,6 +69,43 @@ __device__ __forceinline__ T block_reduce(T v, T* scratch) {
   __syncthreads();
   v = lane < nwarps ? scratch[lane] : Reduce<K, 0, false, false>::template identity<T>();
   return warp_reduce<K>(v);
+}
+
+// Online softmax's pair (lower/online.hpp): m the running maximum, d the sum of e^(x - m).
+// Bits: the precision of the kernel's results (core/math.hpp), as its Exp op would use.
+template <int Bits, class T>
+__device__ __forceinline__ void online_add(T& m, T& d, T x) {
+  const T mn = combine<ReduceKind::Max>(m, x);
+  const T scale = m == mn ? T(1) : math::exp<Bits>(m - mn);  // also m = mn = -inf: nothing to rescale
+  const T e = x == mn ? T(1) : math::exp<Bits>(x - mn);
+  d = d * scale + e;
+  m = mn;
+}
+template <int Bits, class T>
+__device__ __forceinline__ void online_merge(T& m, T& d, T m2, T d2) {
+  const T mn = combine<ReduceKind::Max>(m, m2);
+  d = (m == mn ? d : d * math::exp<Bits>(m - mn)) + (m2 == mn ? d2 : d2 * math::exp<Bits>(m2 - mn));
+  m = mn;
+}
+template <int Bits, class T>
+__device__ __forceinline__ void warp_online(T& m, T& d) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const T m2 = __shfl_xor_sync(0xffffffffu, m, o), d2 = __shfl_xor_sync(0xffffffffu, d, o);
+    online_merge<Bits>(m, d, m2, d2);
+  }
+}
+// Over the block (every thread gets the pair). sm, sd: 32 values of shared memory each.
+template <int Bits, class T>
+__device__ __forceinline__ void block_online(T& m, T& d, T* sm, T* sd) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+  warp_online<Bits>(m, d);
+  __syncthreads();
+  if (lane == 0) sm[warp] = m, sd[warp] = d;
+  __syncthreads();
+  m = lane < nwarps ? sm[lane] : -std::numeric_limits<T>::infinity();
+  d = lane < nwarps ? sd[lane] : T(0);
+  warp_online<Bits>(m, d);
 }
 
 // T: the storage type of loads; C: the compute type, in which values, stages and caches are kept.
@@ -263,6 +301,18 @@ __device__ __forceinline__ compute_t<S> reduce_unit(compute_t<S> acc, const raw_
   return acc;
 }
 
+// Adds Tree's values at the W lanes of unit ju to the online pair (m, d), in lane order.
+template <class Tree, class S, int NL, int W>
+__device__ __forceinline__ void online_unit(compute_t<S>& m, compute_t<S>& d, const raw_t<S, W> (&v)[NL > 0 ? NL : 1],
+                                            const compute_t<S>* consts, const compute_t<S>* stages, index_t ju) {
+  using T = compute_t<S>;
+  [&]<int... K>(std::integer_sequence<int, K...>) {
+    (online_add<significand_bits<S>>(
+         m, d, Tree::template eval<T>(LaneContext<S, NL, W, K, NoRowCache>{v, consts, stages, NoRowCache{}, ju, 0}, ju * W + K)),
+     ...);
+  }(std::make_integer_sequence<int, W>{});
+}
+
 // The load slots a row kernel's stages read: the register path keeps these for the whole row;
 // loads only the output reads (a layer norm's gamma and beta) are read when it is written.
 template <class Stages>
@@ -373,13 +423,36 @@ inline constexpr int kRowRegisterThreads = 256;
 // read) are loaded once into registers, R per thread (nu <= R * group), Cached is false. R = 0:
 // each tree loads what it reads; Cached: cached stages keep their values in the group's part of
 // dynamic shared memory.
-template <class Desc, bool Cached, bool WarpPerRow, int W, int R, class Args>
+// A streamed pass over a row: this thread's units tid, tid + group, ... in that order, each
+// given to body(v, ju) with the slots in Mask loaded; kStreamUnits units' loads are issued
+// before the first is used, so that a long row keeps that many loads in flight per thread.
+inline constexpr int kStreamUnits = 4;
+template <std::uint64_t Mask, int NL, int W, class Ctx, class Body>
+__device__ __forceinline__ void stream_units(const Ctx& ctx, int tid, int group, index_t nu, Body&& body) {
+  using S = std::remove_cvref_t<decltype(*ctx.row_ptr[0])>;
+  constexpr int U = kStreamUnits, NLp = NL > 0 ? NL : 1;
+  for (index_t ju0 = tid; ju0 < nu; ju0 += static_cast<index_t>(group) * U) {
+    raw_t<S, W> v[U][NLp];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (ju0 + u * group < nu) load_unit<Mask, NL, W>(v[u], ctx.row_ptr, ctx.inner, (ju0 + u * group) * W);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (ju0 + u * group < nu) body(v[u], ju0 + u * group);
+  }
+}
+
+// Online: stages Desc::kOnlineFirst and the next (a softmax's max and sum) in one pass over the
+// row (lower/online.hpp); streamed without row caches only.
+template <class Desc, bool Cached, bool WarpPerRow, int W, int R, bool Online, class Args>
 __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce_kernel(const Args a) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   constexpr int NS = Desc::nstages, NL = Desc::nloads, NLp = NL > 0 ? NL : 1;
   static_assert(R == 0 || !Cached, "kiln: the register path keeps no row caches");
+  static_assert(!Online || (R == 0 && !Cached && Desc::kOnlineFirst >= 0), "kiln: online pairs are for streamed rows");
   __shared__ T scratch[32];
+  __shared__ T scratch_sum[Online ? 32 : 1];
   extern __shared__ unsigned char dyn_smem[];
   const RowThread t = row_thread<WarpPerRow>();
   const int group = t.group, tid = t.tid;
@@ -411,33 +484,46 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
       if (tid + i * group < nu)
         load_unit<stage_loads<typename Desc::stages>::value, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (tid + i * group) * W);
   }
-  [&]<class... Ss>(lower::TypeList<Ss...>) {
-    int s = 0;
+  [&]<class... Ss, int... I>(lower::TypeList<Ss...>, std::integer_sequence<int, I...>) {
     (([&] {
        using St = Ss;
+       constexpr int s = I;
        using Op = Reduce<St::kind, 0, false, false>;
-       T acc = Op::template identity<T>();
        const index_t n = a.stage_len[s], nus = n / W;  // W > 1: every stage spans the row
-       if constexpr (R > 0) {
-#pragma unroll
-         for (int i = 0; i < R; ++i)
-           if (tid + i * group < nus)
-             acc = reduce_unit<typename St::tree, St::kind, InRegisters && St::cached, S, NL, W>(
-                 acc, reg[i], ctx.consts, ctx.stages, cache, s, tid + i * group, i);
+       if constexpr (Online && s == Desc::kOnlineFirst + 1) {
+         return;  // computed with stage s - 1
+       } else if constexpr (Online && s == Desc::kOnlineFirst) {
+         T m = -std::numeric_limits<T>::infinity(), d = T(0);
+         stream_units<lower::tree_loads<typename St::tree, false>::value, NL, W>(
+             ctx, tid, group, nus, [&](const raw_t<S, W>(&v)[NLp], index_t ju) {
+               online_unit<typename St::tree, S, NL, W>(m, d, v, ctx.consts, ctx.stages, ju);
+             });
+         if constexpr (WarpPerRow) warp_online<significand_bits<S>>(m, d);
+         else block_online<significand_bits<S>>(m, d, scratch, scratch_sum);
+         ctx.stages[s] = m;
+         ctx.stages[s + 1] = d;
+         return;
        } else {
-         for (index_t ju = tid; ju < nus; ju += group) {
-           raw_t<S, W> v[NLp];
-           load_unit<lower::tree_loads<typename St::tree, Cached>::value, NL, W>(v, ctx.row_ptr, ctx.inner, ju * W);
-           acc = reduce_unit<typename St::tree, St::kind, Cached && St::cached, S, NL, W>(acc, v, ctx.consts, ctx.stages,
-                                                                                         cache, s, ju);
+         T acc = Op::template identity<T>();
+         if constexpr (R > 0) {
+#pragma unroll
+           for (int i = 0; i < R; ++i)
+             if (tid + i * group < nus)
+               acc = reduce_unit<typename St::tree, St::kind, InRegisters && St::cached, S, NL, W>(
+                   acc, reg[i], ctx.consts, ctx.stages, cache, s, tid + i * group, i);
+         } else {
+           stream_units<lower::tree_loads<typename St::tree, Cached>::value, NL, W>(
+               ctx, tid, group, nus, [&](const raw_t<S, W>(&v)[NLp], index_t ju) {
+                 acc = reduce_unit<typename St::tree, St::kind, Cached && St::cached, S, NL, W>(acc, v, ctx.consts,
+                                                                                               ctx.stages, cache, s, ju);
+               });
          }
+         acc = WarpPerRow ? warp_reduce<St::kind>(acc) : block_reduce<St::kind>(acc, scratch);
+         ctx.stages[s] = Op::template finish<T>(acc, n);
        }
-       acc = WarpPerRow ? warp_reduce<St::kind>(acc) : block_reduce<St::kind>(acc, scratch);
-       ctx.stages[s] = Op::template finish<T>(acc, n);
-       ++s;
      }()),
      ...);
-  }(typename Desc::stages{});
+  }(typename Desc::stages{}, std::make_integer_sequence<int, NS>{});
   [&]<class... Is>(lower::TypeList<Is...>) {
     int i = NS;
     ((ctx.stages[i++] = Is::template eval<T>(ctx, 0)), ...);
@@ -453,11 +539,10 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
       store_unit<typename Desc::out_tree, S, NL, W>(out, reg[i], ctx.consts, ctx.stages, cache, tid + i * group, i);
     }
   } else {
-    for (index_t ju = tid; ju < nu; ju += group) {
-      raw_t<S, W> v[NLp];
-      load_unit<lower::tree_loads<typename Desc::out_tree, Cached>::value, NL, W>(v, ctx.row_ptr, ctx.inner, ju * W);
-      store_unit<typename Desc::out_tree, S, NL, W>(out, v, ctx.consts, ctx.stages, cache, ju);
-    }
+    stream_units<lower::tree_loads<typename Desc::out_tree, Cached>::value, NL, W>(
+        ctx, tid, group, nu, [&](const raw_t<S, W>(&v)[NLp], index_t ju) {
+          store_unit<typename Desc::out_tree, S, NL, W>(out, v, ctx.consts, ctx.stages, cache, ju);
+        });
   }
 }
 
@@ -479,6 +564,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     using out_tree = typename hoisted::type;
     using invariants = typename hoisted::list;
     static constexpr int kCachedStages = []<class... Ss>(lower::TypeList<Ss...>) { return (0 + ... + Ss::cached); }(Stages_{});
+    static constexpr int kOnlineFirst = lower::online_first<Stages_, A>::value;  // -1: no online pair
   };
   using DescEx = RowDesc<lower::TypeList<Stages...>, Out>;
   // The register path reads a node's values once: slots that load the same node as an earlier
@@ -523,14 +609,24 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     return true;
   }
 
-  template <bool Cached, bool WarpPerRow, int U, int R>
+  template <bool Cached, bool WarpPerRow, int U, int R, bool Online = false>
   static void reduce(const Args& a, unsigned blocks, int threads, std::size_t smem, cudaStream_t stream) {
     using D = std::conditional_t<(R > 0), RegisterDesc, DescEx>;
-    row_reduce_kernel<D, Cached, WarpPerRow, U, R><<<blocks, threads, smem, stream>>>(a);
+    row_reduce_kernel<D, Cached, WarpPerRow, U, R, Online><<<blocks, threads, smem, stream>>>(a);
   }
+  // Streamed rows: without row caches, a softmax's max and sum are one pass (online) where the
+  // two stages read the same values (SlotAlias holds) over the same length.
   template <int U>
   static void reduce_streamed(const Args& a, bool warp, bool cached, unsigned blocks, int threads, std::size_t smem,
                               cudaStream_t stream) {
+    if constexpr (DescEx::kOnlineFirst >= 0) {
+      constexpr int f = DescEx::kOnlineFirst;
+      if (!cached && a.stage_len[f] == a.stage_len[f + 1] && aliases_hold(a)) {
+        if (warp) reduce<false, true, U, 0, true>(a, blocks, threads, 0, stream);
+        else reduce<false, false, U, 0, true>(a, blocks, threads, 0, stream);
+        return;
+      }
+    }
     if (warp) {
       if (cached) reduce<true, true, U, 0>(a, blocks, threads, smem, stream);
       else reduce<false, true, U, 0>(a, blocks, threads, 0, stream);
