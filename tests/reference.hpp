@@ -170,8 +170,10 @@ inline Array layer_norm(const Array& x, const Array& g, const Array& b, double e
 }
 
 inline double gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+// x/2 (1 + tanh u) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): the second form,
+// because 1 + tanh u cancels in double too (0 for u below about -19).
 inline double gelu_tanh(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  return x / (1 + std::exp(-2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 

@@ -55,7 +55,7 @@ TEST_CASE("row reductions on the GPU: softmax, log_softmax, layer_norm; short, m
 // memory, or not whole 16-byte units): softmax's max and sum are one pass (online softmax,
 // lower/online.hpp). A warp per row (1001 columns: element loads), a block per row (70001:
 // element loads; 70000: 16-byte loads). Row 0 holds -inf entries, row 1 a NaN, row 2 only
-// -inf (NaN throughout, as the two-pass form and PyTorch give).
+// -inf, row 3 a +inf (rows 1-3 NaN throughout, as the two-pass form and PyTorch give).
 TEST_CASE("softmax and log_softmax over streamed rows: max and sum in one pass") {
   constexpr auto s = kiln::input<"s", 2>();
   auto sm = kiln::compile(kiln::softmax(s * 0.5f));
@@ -67,10 +67,24 @@ TEST_CASE("softmax and log_softmax over streamed rows: max and sum in one pass")
     const float inf = std::numeric_limits<float>::infinity();
     st[3] = -inf, st[len - 1] = -inf, st[len + 7] = std::nanf("");
     for (std::size_t j = 0; j < len; ++j) st[2 * len + j] = -inf;
+    st[3 * len + 5] = inf;  // row 3: a +inf entry (NaN throughout, as the two-pass form)
     const auto sd = on_gpu(st);
     ref::check_close(sm(s = sd).cpu(), ref::softmax(ref::map(ref::from(st), [](double v) { return v * 0.5; })), 5e-5, 1e-7);
     ref::check_close(lsm(s = sd).cpu(), ref::log_softmax(ref::from(st)), 5e-5, 5e-5);
   }
+}
+
+// gelu_tanh stored in bf16 (the precision policy's ex2.approx inside): relative precision where
+// the result is tiny, x down to -9 (gelu_tanh(-9) ~ -2e-28). Computed as x (1 + tanh u) / 2 with
+// tanh.approx it lost every digit below x ~ -3 (0 at x ~ -5.06); as x sigmoid(2u) it does not.
+TEST_CASE("gelu_tanh in bf16 keeps relative precision for negative x") {
+  constexpr auto x = kiln::input<"x", 1, kiln::bf16>();
+  const std::size_t n = 4096;
+  kiln::Tensor<float> xf({n});
+  for (std::size_t i = 0; i < n; ++i) xf[i] = -9.0f + 18.0f * static_cast<float>(i) / (n - 1);
+  const auto xb = xf.as<kiln::bf16>();
+  const auto want = ref::map(ref::from(xb), [](double v) { return ref::gelu_tanh(v); });  // x / (1 + e^(-2u))
+  ref::check_close(kiln::compile(kiln::gelu_tanh(x))(x = xb.cuda()).cpu(), want, std::ldexp(1.0, -8) + std::ldexp(1.0, -10), 1e-35);
 }
 
 TEST_CASE("axis and total reductions on the GPU, NaN included") {

@@ -9,10 +9,12 @@
 // result is stored with (24 for float, 53 for double; a kernel that stores bf16 asks for 8, f16
 // for 11: kiln::significand_bits). On the device, a result stored in 16 bits uses the hardware's
 // approximations where their error is at most a quarter of that type's rounding (half an ulp:
-// 2^-9 relative for bf16, 2^-12 for f16): exp and sigmoid through ex2.approx (relative error
-// about 2^-21) for both 16-bit types, tanh through tanh.approx (2^-11) for bf16 only. The
-// maths still runs in float; only the last bits the store discards are given up. Host code
-// and float results ignore Bits.
+// 2^-9 to 2^-8 relative for bf16, 2^-12 to 2^-11 for f16): exp and sigmoid through ex2.approx
+// (below 2^-16 relative for |x| < 88, the rounding of x log2 e included) for both 16-bit types,
+// tanh through tanh.approx (2^-11) for bf16 only. The maths still runs in float. The bound is
+// per function: a later subtraction that cancels (1 - tanh x for large x) makes it larger
+// relative to its result, so ops avoid such forms (gelu_tanh is x sigmoid(2u)). Host code and
+// float results ignore Bits.
 #pragma once
 #include <bit>
 #include <cmath>

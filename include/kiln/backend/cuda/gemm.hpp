@@ -286,7 +286,8 @@ inline constexpr int kOverlapPrevious = 1;
 
 // Runs GEMM kernel Desc: the product into g.acc, then the epilogue, if any, as a row kernel
 // (or by cuBLASLt, when it is one of cuBLASLt's: plan->bias_slot); or both in one kernel for a
-// small product (small_gemm_applies, and B's rows 16-byte aligned).
+// small product (small_gemm_applies, B's rows 16-byte aligned, and a device with clusters:
+// before Hopper, cuBLASLt and the epilogue's row kernel).
 // overlap_previous: the previous kernel on the stream writes no memory B occupies, so the small
 // product may start streaming B while that kernel finishes (Hopper's programmatic dependent
 // launch; A and the epilogue's inputs are read after it completes).
@@ -295,7 +296,8 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
               const cpu::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
-  if (cfg.variant == 0 && small_gemm_applies(g, Desc::has_epilogue) && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0) {
+  if (cfg.variant == 0 && small_gemm_applies(g, Desc::has_epilogue) && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 &&
+      device_has_clusters()) {
     cpu::LaunchConfig small = cfg;
     small.chunks = overlap_previous ? kOverlapPrevious : 0;
     launch<SmallGemm<Desc>>(g, small, stream, nullptr);

@@ -24,6 +24,7 @@
 //   or L2). Stage values a later tree reads (LCached) are kept in shared memory when the row
 //   fits, else recomputed.
 #pragma once
+#include <bit>
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -418,19 +419,15 @@ __device__ __forceinline__ RowThread row_thread() {
 // Threads per block of the register path (at most): its registers per thread stay launchable.
 inline constexpr int kRowRegisterThreads = 256;
 
-// A row reduction (every stage, then the output) over units of W elements, one row per group of
-// threads (a warp, WarpPerRow, or the block). R > 0: the row's units (the loads the stages
-// read) are loaded once into registers, R per thread (nu <= R * group), Cached is false. R = 0:
-// each tree loads what it reads; Cached: cached stages keep their values in the group's part of
-// dynamic shared memory.
 // A streamed pass over a row: this thread's units tid, tid + group, ... in that order, each
-// given to body(v, ju) with the slots in Mask loaded; kStreamUnits units' loads are issued
-// before the first is used, so that a long row keeps that many loads in flight per thread.
-inline constexpr int kStreamUnits = 4;
+// given to body(v, ju) with the slots in Mask loaded; up to 4 units' loads (kPointwiseUnits of the
+// slots loaded) are issued before the first is used: a long row keeps loads in flight.
 template <std::uint64_t Mask, int NL, int W, class Ctx, class Body>
 __device__ __forceinline__ void stream_units(const Ctx& ctx, int tid, int group, index_t nu, Body&& body) {
   using S = std::remove_cvref_t<decltype(*ctx.row_ptr[0])>;
-  constexpr int U = kStreamUnits, NLp = NL > 0 ? NL : 1;
+  // Fewer units where the pass loads many slots (registers: U x loaded slots 16-byte values).
+  constexpr int Loaded = std::popcount(NL >= 64 ? Mask : Mask & ((std::uint64_t{1} << NL) - 1));
+  constexpr int U = kPointwiseUnits<Loaded>, NLp = NL > 0 ? NL : 1;
   for (index_t ju0 = tid; ju0 < nu; ju0 += static_cast<index_t>(group) * U) {
     raw_t<S, W> v[U][NLp];
 #pragma unroll
@@ -442,6 +439,11 @@ __device__ __forceinline__ void stream_units(const Ctx& ctx, int tid, int group,
   }
 }
 
+// A row reduction (every stage, then the output) over units of W elements, one row per group of
+// threads (a warp, WarpPerRow, or the block). R > 0: the row's units (the loads the stages
+// read) are loaded once into registers, R per thread (nu <= R * group), Cached is false. R = 0:
+// each tree loads what it reads; Cached: cached stages keep their values in the group's part of
+// dynamic shared memory.
 // Online: stages Desc::kOnlineFirst and the next (a softmax's max and sum) in one pass over the
 // row (lower/online.hpp); streamed without row caches only.
 template <class Desc, bool Cached, bool WarpPerRow, int W, int R, bool Online, class Args>
@@ -500,6 +502,9 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
              });
          if constexpr (WarpPerRow) warp_online<significand_bits<S>>(m, d);
          else block_online<significand_bits<S>>(m, d, scratch, scratch_sum);
+         // An infinite maximum: the two-pass sum is NaN (e^(inf - inf) for a +inf entry, or every
+         // entry -inf), where the pair kept a count; give the same NaN. An empty row keeps d = 0.
+         if (isinf(m) && d != T(0)) d = std::numeric_limits<T>::quiet_NaN();
          ctx.stages[s] = m;
          ctx.stages[s + 1] = d;
          return;

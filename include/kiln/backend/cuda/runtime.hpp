@@ -51,6 +51,18 @@ inline int current_device() {
   return d;
 }
 
+// Whether the current device launches thread-block clusters (compute capability 9.0 and up:
+// Hopper), which the small-product kernel needs. Asked once per device and thread.
+inline bool device_has_clusters() {
+  thread_local std::unordered_map<int, bool> known;
+  const int d = current_device();
+  auto it = known.find(d);
+  if (it != known.end()) return it->second;
+  int major = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
+  return known.emplace(d, major >= 9).first->second;
+}
+
 // The current device as MaxAutotune's cache keys name it: model, compute capability, driver.
 inline std::string device_id() {
   const int d = current_device();

@@ -11,9 +11,10 @@
 // rounds, each thread issuing its kSmallGemmLoads loads of B of a round before any multiply,
 // with A's slice for the round staged in shared memory. Sums are added in a fixed order: the
 // lane groups of a warp by shuffles, the warps through shared memory, then the splits: the
-// blocks of one split range form a thread-block cluster (splits <= 8), and each block adds the
-// cluster's sums for its share of the tile's outputs by reading the other blocks' shared
-// memory (distributed shared memory, Hopper), applies the epilogue and stores. No scratch, no
+// blocks of one column tile (one per split of k, splits <= 8) form a thread-block cluster, and
+// each block adds the cluster's sums for its share of the tile's outputs by reading the other
+// blocks' shared memory (distributed shared memory, Hopper; run_gemm uses cuBLASLt on older
+// devices), applies the epilogue and stores. No scratch, no
 // atomics, no block waits for the last one to arrive: the result does not depend on timing.
 // The first round of B is issued before `griddepcontrol.wait`: launched with programmatic
 // stream serialization (run_gemm's overlap_previous), the kernel streams B while the kernel
@@ -156,7 +157,7 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
   }
   cluster.sync();
 #else
-  __trap();  // clusters need sm_90; kiln builds for it (CMAKE_CUDA_ARCHITECTURES 90)
+  __trap();  // clusters need sm_90: run_gemm launches this kernel only on such devices
 #endif
 }
 
@@ -172,6 +173,16 @@ struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   // launched as clusters of `splits` blocks along y (a tile's blocks).
   template <int MR, int L>
   static void launch_rows(const Args& g, const SmallGemmShape& s, bool overlap, cudaStream_t stream) {
+    // The kernel's machine code must be sm_90's for clusters (a build for an older architecture
+    // run on Hopper through its PTX would reach the __trap): say so instead.
+    static const int binary = [] {
+      cudaFuncAttributes fa{};
+      KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, small_gemm_kernel<Desc, MR, L, Args>));
+      return fa.binaryVersion;
+    }();
+    if (s.splits > 1 && binary < 90)
+      throw DeviceError("matmul on cuda: the small-product kernel was built for sm_" + std::to_string(binary) +
+                        "; it needs sm_90 code on this device (build with CMAKE_CUDA_ARCHITECTURES 90)");
     cudaLaunchConfig_t lc{};
     lc.gridDim = dim3(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits));
     lc.blockDim = dim3(32 * kSmallGemmWarps);

@@ -81,13 +81,14 @@ KILN_UNARY(Relu, relu, x < T(0) ? T(0) : x, g * (y > 0))  // from the output, as
 KILN_UNARY(NormalPdf, normal_pdf, T(0.39894228040143267794) * math::exp<Bits>(T(-0.5) * x * x), g * -x * y)
 KILN_UNARY(NormalCdf, normal_cdf, math::normal_cdf(x), g * normal_pdf(x))
 KILN_UNARY(Gelu, gelu, x * math::normal_cdf(x), g * (normal_cdf(x) + x * normal_pdf(x)))
-// gelu_tanh x = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation.
-// d/dx = (1 + t)/2 + x (1 - t^2) k (1 + 3c x^2) / 2, t = tanh(k (x + c x^3)), k = sqrt(2/pi), c = 0.044715.
-KILN_UNARY(GeluTanh, gelu_tanh,
-           T(0.5) * x * (T(1) + math::tanh<Bits>(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))),
-           g * ((1 + tanh((x + x * x * x * 0.044715) * 0.79788456080286535588)) * 0.5 +
-                x * (1 - square(tanh((x + x * x * x * 0.044715) * 0.79788456080286535588))) *
-                    ((x * x * 0.134145 + 1) * 0.39894228040143267794)))
+// gelu_tanh x = x/2 (1 + tanh(u)), u = k (x + c x^3), k = sqrt(2/pi), c = 0.044715: the tanh
+// approximation, computed as x sigmoid(2u) (equal: (1 + tanh u)/2 = sigmoid(2u)), which does not
+// cancel where tanh u is near -1 (x below about -3; 1 + tanh u lost every digit there).
+// d/dx = s + x s (1 - s) 2k (1 + 3c x^2), s = sigmoid(2u), 1 - s = sigmoid(-2u).
+KILN_UNARY(GeluTanh, gelu_tanh, x * math::sigmoid<Bits>(T(1.5957691216057307) * (x + T(0.044715) * x * x * x)),
+           g * (sigmoid((x + x * x * x * 0.044715) * 1.5957691216057307) +
+                x * sigmoid((x + x * x * x * 0.044715) * 1.5957691216057307) *
+                    sigmoid((x + x * x * x * 0.044715) * -1.5957691216057307) * ((x * x * 0.134145 + 1) * 1.5957691216057307)))
 KILN_UNARY(Square, square, x * x, g * x * 2)
 #undef KILN_UNARY
 
