@@ -208,8 +208,7 @@ KILN_HOST_DEVICE KILN_INLINE float erfc(float x) {
 template <int Bits = 24>
 KILN_HOST_DEVICE KILN_INLINE float sigmoid(float x) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (Bits <= 16) return rcp_approx(1.0f + ex2_approx(x * -1.44269504088896341f));
-  return rcp_approx(1.0f + ::expf(-x));
+  return rcp_approx(1.0f + exp<Bits>(-x));
 #else
   return 1.0f / (1.0f + exp(-x));
 #endif

@@ -74,19 +74,17 @@ __device__ __forceinline__ T block_reduce(T v, T* scratch) {
 
 // Online softmax's pair (lower/online.hpp): m the running maximum, d the sum of e^(x - m).
 // Bits: the precision of the kernel's results (core/math.hpp), as its Exp op would use.
-template <int Bits, class T>
-__device__ __forceinline__ void online_add(T& m, T& d, T x) {
-  const T mn = combine<ReduceKind::Max>(m, x);
-  const T scale = m == mn ? T(1) : math::exp<Bits>(m - mn);  // also m = mn = -inf: nothing to rescale
-  const T e = x == mn ? T(1) : math::exp<Bits>(x - mn);
-  d = d * scale + e;
-  m = mn;
-}
+// Merging (m2, d2) rescales each sum to the larger maximum (m = mn, also -inf: nothing to rescale).
 template <int Bits, class T>
 __device__ __forceinline__ void online_merge(T& m, T& d, T m2, T d2) {
   const T mn = combine<ReduceKind::Max>(m, m2);
   d = (m == mn ? d : d * math::exp<Bits>(m - mn)) + (m2 == mn ? d2 : d2 * math::exp<Bits>(m2 - mn));
   m = mn;
+}
+// Adding a value x is merging the pair (x, 1).
+template <int Bits, class T>
+__device__ __forceinline__ void online_add(T& m, T& d, T x) {
+  online_merge<Bits>(m, d, x, T(1));
 }
 template <int Bits, class T>
 __device__ __forceinline__ void warp_online(T& m, T& d) {
