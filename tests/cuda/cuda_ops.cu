@@ -74,6 +74,43 @@ TEST_CASE("softmax and log_softmax over streamed rows: max and sum in one pass")
   }
 }
 
+// Rows longer than a block holds in registers (1024 16-byte units) and at most 16 times that:
+// split over the blocks of a thread-block cluster, whose partial maxima and sums are combined
+// through distributed shared memory (2 blocks for 4100 f32 columns, 8 for 20000, 16 for 65536;
+// 8 for 40000 bf16). Row 0 holds -inf entries, row 1 a NaN, row 2 only -inf, row 3 a +inf.
+TEST_CASE("rows split over a thread-block cluster: softmax, log_softmax, layer_norm, sums") {
+  constexpr auto s = kiln::input<"s", 2>();
+  constexpr auto g = kiln::param<"g", 1>();
+  constexpr auto b = kiln::param<"b", 1>();
+  auto sm = kiln::compile(kiln::softmax(s * 0.5f));
+  auto lsm = kiln::compile(kiln::log_softmax(s));
+  auto ln = kiln::compile(kiln::layer_norm(s, g, b, 1e-5));
+  auto rowsum = kiln::compile(kiln::sum<1>(s * s));
+  for (std::size_t len : {4100, 20000, 65536}) {
+    CAPTURE(len);
+    auto st = kiln::randn<float>({6, len}, 50 + len);
+    const auto gt = kiln::randn<float>({len}, 51), bt = kiln::randn<float>({len}, 52);
+    // layer norm and sums on finite rows
+    const auto sd0 = on_gpu(st);
+    ref::check_close(ln(s = sd0, g = on_gpu(gt), b = on_gpu(bt)).cpu(),
+                     ref::layer_norm(ref::from(st), ref::from(gt), ref::from(bt), 1e-5), 2e-4, 2e-4);
+    ref::check_close(rowsum(s = sd0).cpu(),
+                     ref::reduce(ref::map(ref::from(st), [](double v) { return v * v; }), 1, ref::Red::Sum, false), 1e-5, 1e-3);
+    for (std::size_t j = 0; j < len; ++j) st[j] *= 8.0f;  // a wide range in row 0
+    const float inf = std::numeric_limits<float>::infinity();
+    st[3] = -inf, st[len - 1] = -inf, st[len + 7] = std::nanf("");
+    for (std::size_t j = 0; j < len; ++j) st[2 * len + j] = -inf;
+    st[3 * len + 5] = inf;
+    const auto sd = on_gpu(st);
+    ref::check_close(sm(s = sd).cpu(), ref::softmax(ref::map(ref::from(st), [](double v) { return v * 0.5; })), 5e-5, 1e-7);
+    ref::check_close(lsm(s = sd).cpu(), ref::log_softmax(ref::from(st)), 5e-5, 5e-5);
+  }
+  constexpr auto h = kiln::input<"h", 2, kiln::bf16>();
+  const auto hf = kiln::randn<float>({5, 40000}, 53);
+  const auto hb = hf.as<kiln::bf16>();
+  ref::check_close(kiln::compile(kiln::softmax(h))(h = hb.cuda()).cpu(), ref::softmax(ref::from(hb)), std::ldexp(1.0, -8), 1e-9);
+}
+
 // gelu_tanh stored in bf16 (the precision policy's ex2.approx inside): relative precision where
 // the result is tiny, x down to -9 (gelu_tanh(-9) ~ -2e-28). Computed as x (1 + tanh u) / 2 with
 // tanh.approx it lost every digit below x ~ -3 (0 at x ~ -5.06); as x sigmoid(2u) it does not.

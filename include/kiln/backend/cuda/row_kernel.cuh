@@ -15,7 +15,10 @@
 // then writes the row. Two ways to read the row:
 // - registers (R > 0): the row's units are loaded once, R per thread, and every stage and the
 //   output read them there: one pass over memory (loads only the output reads come in with it).
-//   Where the row fits: up to kRowRegisterThreads x R units. Its descriptor (RegisterDesc)
+//   Where the row fits: up to kRowRegisterThreads x R units; longer rows (up to kRowClusterMax
+//   times that, on devices with clusters) are split over the blocks of a thread-block cluster
+//   (Split), which add their partial results through distributed shared memory, so a long row
+//   is still read once and by many SMs. Its descriptor (RegisterDesc)
 //   reads each node through one slot (SlotAlias) and keeps the values of the stages the output
 //   reads (LCached) in registers too.
 // Both: the output tree's row-invariant subtrees are evaluated once per row, after the stages,
@@ -25,8 +28,11 @@
 //   fits, else recomputed.
 #pragma once
 #include <bit>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "kiln/backend/cpu/row_kernel.hpp"
@@ -400,6 +406,39 @@ struct ScalarBatchCuda {
   }
 };
 
+// The Split register path: v, this block's result of stage s, combined with the other blocks'
+// of its cluster (the blocks that share the row, at most 32), so that every block gets the
+// same value. partial: shared memory, a slot per stage (each written once: no block overwrites
+// a slot another may still read; the kernel's last cluster barrier keeps them alive).
+template <ReduceKind K, class T>
+__device__ __forceinline__ T cluster_combine(T v, T* partial, int s) {
+#if __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) partial[s] = v;
+  cluster.sync();
+  // Lane q reads block q's value (the reads in parallel: one round trip, not one per block),
+  // then the warp's butterfly combines them: the same tree, so the same value, in every warp
+  // of every block (its pairwise combines are commutative).
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const T r = lane < static_cast<int>(cluster.num_blocks()) ? cluster.map_shared_rank(partial, lane)[s]
+                                                            : Reduce<K, 0, false, false>::template identity<T>();
+  return warp_reduce<K>(r);
+#else
+  __trap();  // clusters need sm_90: the host launches Split kernels only on such devices
+  return v;
+#endif
+}
+
+// The machine code version (sm_XY as XY) of a kernel in this binary; code for an older
+// architecture runs on Hopper through its PTX, but without clusters.
+template <class Kernel>
+int binary_version(Kernel* kernel) {
+  cudaFuncAttributes fa{};
+  KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  return fa.binaryVersion;
+}
+
 // The row a thread works on: a warp's (WarpPerRow) or its block's; group threads share it,
 // this one being number tid among them.
 struct RowThread {
@@ -444,17 +483,32 @@ __device__ __forceinline__ void stream_units(const Ctx& ctx, int tid, int group,
 // dynamic shared memory.
 // Online: stages Desc::kOnlineFirst and the next (a softmax's max and sum) in one pass over the
 // row (lower/online.hpp); streamed without row caches only.
-template <class Desc, bool Cached, bool WarpPerRow, int W, int R, bool Online, class Args>
+// Split (the register path, a block per part of a row): the row is shared by the blocks of a
+// thread-block cluster along x (launched with one), block rank q holding units q * group * R
+// and on; each stage's partial results are combined across the cluster (cluster_combine).
+template <class Desc, bool Cached, bool WarpPerRow, int W, int R, bool Online, bool Split, class Args>
 __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce_kernel(const Args a) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   constexpr int NS = Desc::nstages, NL = Desc::nloads, NLp = NL > 0 ? NL : 1;
   static_assert(R == 0 || !Cached, "kiln: the register path keeps no row caches");
   static_assert(!Online || (R == 0 && !Cached && Desc::kOnlineFirst >= 0), "kiln: online pairs are for streamed rows");
+  static_assert(!Split || (R > 0 && !WarpPerRow), "kiln: a split row is the register path's, a block per part");
   __shared__ T scratch[32];
   __shared__ T scratch_sum[Online ? 32 : 1];
+  __shared__ T partial[Split && NS > 0 ? NS : 1];
   extern __shared__ unsigned char dyn_smem[];
-  const RowThread t = row_thread<WarpPerRow>();
+  RowThread t = row_thread<WarpPerRow>();
+  index_t u0 = 0;  // the first unit of the row this block holds (Split), else 0
+  if constexpr (Split) {
+#if __CUDA_ARCH__ >= 900
+    const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    t.row = static_cast<index_t>(blockIdx.x) / cluster.num_blocks();
+    u0 = static_cast<index_t>(cluster.block_rank()) * t.group * R;
+#else
+    __trap();
+#endif
+  }
   const int group = t.group, tid = t.tid;
   if (WarpPerRow && t.row >= a.rows) return;  // whole warps leave; no block barrier follows
   constexpr int NI = Desc::invariants::size;  // row-invariant values, kept after the stages
@@ -481,8 +535,8 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
   if constexpr (R > 0) {
 #pragma unroll
     for (int i = 0; i < R; ++i)
-      if (tid + i * group < nu)
-        load_unit<stage_loads<typename Desc::stages>::value, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (tid + i * group) * W);
+      if (u0 + tid + i * group < nu)
+        load_unit<stage_loads<typename Desc::stages>::value, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (u0 + tid + i * group) * W);
   }
   [&]<class... Ss, int... I>(lower::TypeList<Ss...>, std::integer_sequence<int, I...>) {
     (([&] {
@@ -511,9 +565,9 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
          if constexpr (R > 0) {
 #pragma unroll
            for (int i = 0; i < R; ++i)
-             if (tid + i * group < nus)
+             if (u0 + tid + i * group < nus)
                acc = reduce_unit<typename St::tree, St::kind, InRegisters && St::cached, S, NL, W>(
-                   acc, reg[i], ctx.consts, ctx.stages, cache, s, tid + i * group, i);
+                   acc, reg[i], ctx.consts, ctx.stages, cache, s, u0 + tid + i * group, i);
          } else {
            stream_units<lower::tree_loads<typename St::tree, Cached>::value, NL, W>(
                ctx, tid, group, nus, [&](const raw_t<S, W>(&v)[NLp], index_t ju) {
@@ -522,6 +576,7 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
                });
          }
          acc = WarpPerRow ? warp_reduce<St::kind>(acc) : block_reduce<St::kind>(acc, scratch);
+         if constexpr (Split) acc = cluster_combine<St::kind>(acc, partial, s);
          ctx.stages[s] = Op::template finish<T>(acc, n);
        }
      }()),
@@ -537,9 +592,10 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
         lower::tree_loads<typename Desc::out_tree, false>::value & ~stage_loads<typename Desc::stages>::value;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      if (tid + i * group >= nu) continue;
-      load_unit<OutOnly, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (tid + i * group) * W);
-      store_unit<typename Desc::out_tree, S, NL, W>(out, reg[i], ctx.consts, ctx.stages, cache, tid + i * group, i);
+      const index_t ju = u0 + tid + i * group;
+      if (ju >= nu) continue;
+      load_unit<OutOnly, NL, W>(reg[i], ctx.row_ptr, ctx.inner, ju * W);
+      store_unit<typename Desc::out_tree, S, NL, W>(out, reg[i], ctx.consts, ctx.stages, cache, ju, i);
     }
   } else {
     stream_units<lower::tree_loads<typename Desc::out_tree, Cached>::value, NL, W>(
@@ -547,10 +603,16 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
           store_unit<typename Desc::out_tree, S, NL, W>(out, v, ctx.consts, ctx.stages, cache, ju);
         });
   }
+#if __CUDA_ARCH__ >= 900
+  // Split: the other blocks may still read this one's partial results.
+  if constexpr (Split && NS > 0) cooperative_groups::this_cluster().sync();
+#endif
 }
 
 // Units a thread of the register path holds.
 inline constexpr int kRowRegisterUnits = 4;
+// Blocks a split row may span (the cluster's size; above 8, Hopper's non-portable sizes).
+inline constexpr int kRowClusterMax = 16;
 
 template <class T, class Out, class... Stages, int NL, int NC, class A>
 struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A>> {
@@ -615,7 +677,46 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   template <bool Cached, bool WarpPerRow, int U, int R, bool Online = false>
   static void reduce(const Args& a, unsigned blocks, int threads, std::size_t smem, cudaStream_t stream) {
     using D = std::conditional_t<(R > 0), RegisterDesc, DescEx>;
-    row_reduce_kernel<D, Cached, WarpPerRow, U, R, Online><<<blocks, threads, smem, stream>>>(a);
+    row_reduce_kernel<D, Cached, WarpPerRow, U, R, Online, false><<<blocks, threads, smem, stream>>>(a);
+  }
+
+  // The register path for rows of nu units, longer than a block holds (kRowRegisterThreads x
+  // R): each row split over `ranks` blocks (a cluster; the fewest, a power of two) of `group`
+  // threads (the fewest warps, a power of two). False where it cannot run here: a row too long
+  // for kRowClusterMax blocks, no clusters (before Hopper), code not sm_90's, too many blocks,
+  // or the device cannot place such a cluster (asked once per shape); the caller streams then.
+  template <int R>
+  static bool reduce_split(const Args& a, index_t nu, cudaStream_t stream) {
+    auto* const kernel = &row_reduce_kernel<RegisterDesc, false, false, W, R, false, true, Args>;
+    if (nu > index_t{kRowRegisterThreads} * R * kRowClusterMax) return false;
+    int ranks = 2, group = 64;
+    while (index_t{ranks} * kRowRegisterThreads * R < nu) ranks *= 2;
+    while (index_t{ranks} * group * R < nu) group *= 2;
+    if (!device_has_clusters() || a.rows * ranks > index_t{1} << 30) return false;
+    static const bool sm90 = binary_version(kernel) >= 90;
+    if (!sm90) return false;
+    cudaLaunchConfig_t lc{};
+    lc.gridDim = dim3(static_cast<unsigned>(a.rows * ranks));
+    lc.blockDim = dim3(static_cast<unsigned>(group));
+    lc.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = static_cast<unsigned>(ranks);
+    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+    lc.attrs = &cluster;
+    lc.numAttrs = 1;
+    static thread_local std::map<std::tuple<int, int, int>, bool> placeable;  // (device, ranks, group)
+    const auto key = std::make_tuple(current_device(), ranks, group);
+    auto it = placeable.find(key);
+    if (it == placeable.end()) {
+      if (ranks > 8) KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      int clusters = 0;
+      KILN_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc));
+      it = placeable.emplace(key, clusters > 0).first;
+    }
+    if (!it->second) return false;
+    KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, a));
+    return true;
   }
   // Streamed rows: without row caches, a softmax's max and sum are one pass (online) where the
   // two stages read the same values (SlotAlias holds) over the same length.
@@ -655,7 +756,8 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     } else {
       constexpr int R = kRowRegisterUnits;
       const index_t nu = a.len / W;
-      if (vec && cfg.chunks == 0 && nu <= kRowRegisterThreads * R && aliases_hold(a)) {
+      const bool registers = vec && cfg.chunks == 0 && aliases_hold(a);
+      if (registers && nu <= kRowRegisterThreads * R) {
         // The register path: a warp per row where the row fits 32 x R units, else a block of
         // the fewest warps (a power of two) that holds it.
         if (nu <= 32 * R) {
@@ -667,7 +769,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
           while (group * R < nu) group *= 2;
           reduce<false, false, W, R>(a, static_cast<unsigned>(a.rows), group, 0, stream);
         }
-      } else {
+      } else if (!(registers && reduce_split<R>(a, nu, stream))) {
         const bool warp = cfg.variant == 1 || (cfg.variant == 0 && a.len <= kWarpRowMax);
         const int rows_per_block = warp ? threads / 32 : 1;
         const std::size_t cache_bytes =

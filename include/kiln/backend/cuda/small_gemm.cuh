@@ -175,11 +175,7 @@ struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   static void launch_rows(const Args& g, const SmallGemmShape& s, bool overlap, cudaStream_t stream) {
     // The kernel's machine code must be sm_90's for clusters (a build for an older architecture
     // run on Hopper through its PTX would reach the __trap): say so instead.
-    static const int binary = [] {
-      cudaFuncAttributes fa{};
-      KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, small_gemm_kernel<Desc, MR, L, Args>));
-      return fa.binaryVersion;
-    }();
+    static const int binary = binary_version(&small_gemm_kernel<Desc, MR, L, Args>);
     if (s.splits > 1 && binary < 90)
       throw DeviceError("matmul on cuda: the small-product kernel was built for sm_" + std::to_string(binary) +
                         "; it needs sm_90 code on this device (build with CMAKE_CUDA_ARCHITECTURES 90)");
