@@ -32,6 +32,8 @@ for t in test_cuda_ops test_cuda_modes test_cuda_dtypes test_cuda_ops_suites tes
 done
 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_ops" -tc="row reductions*" > "$OUT/racecheck.log" 2>&1
 echo "racecheck test_cuda_ops (row reductions): exit $?; $(tail -1 "$OUT/racecheck.log")"
+timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_ops" -tc="rows split*" > "$OUT/racecheck_split.log" 2>&1
+echo "racecheck test_cuda_ops (rows split over a cluster): exit $?; $(tail -1 "$OUT/racecheck_split.log")"
 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_reduce" > "$OUT/racecheck_reduce.log" 2>&1
 echo "racecheck test_cuda_reduce: exit $?; $(tail -1 "$OUT/racecheck_reduce.log")"
 exit "$status"

@@ -16,6 +16,7 @@ namespace kiln::cuda {
 // S: the storage type of loads and output; T: the compute type of every accumulator.
 template <class Desc, class Args>
 __global__ void axis_reduce_kernel(const Args a, index_t out_rows) {
+  await_previous_kernel();  // launched after the previous kernel (launch_after_previous)
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   using Op = Reduce<Desc::kind, 0, false, false>;
@@ -40,6 +41,7 @@ inline constexpr int kTotalThreads = 256;
 // Stage 1: block b reduces elements [b*chunk, (b+1)*chunk) of rows x len into partial[b].
 template <class Desc, class Args>
 __global__ void total_partial_kernel(const Args a, compute_t<typename Desc::value_type>* partial, index_t chunk) {
+  await_previous_kernel();  // launched after the previous kernel (launch_after_previous)
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   using Op = Reduce<Desc::kind, 0, false, false>;
@@ -61,6 +63,7 @@ __global__ void total_partial_kernel(const Args a, compute_t<typename Desc::valu
 template <class Desc>
 __global__ void total_finish_kernel(const compute_t<typename Desc::value_type>* partial, int n,
                                     typename Desc::value_type* out, index_t count) {
+  await_previous_kernel();  // launched after the previous kernel (launch_after_previous)
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   using Op = Reduce<Desc::kind, 0, false, false>;
@@ -84,16 +87,17 @@ struct ReduceKernelCuda<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
       const index_t chunk = std::max<index_t>((total + kTotalBlocks - 1) / kTotalBlocks, 1);
       const int blocks = static_cast<int>(std::max<index_t>((total + chunk - 1) / chunk, 1));
       auto* partial = static_cast<compute_t<T>*>(scratch);
-      total_partial_kernel<Desc><<<blocks, threads, 0, stream>>>(a, partial, chunk);
+      launch_after_previous<&total_partial_kernel<Desc, Args>>(blocks, static_cast<unsigned>(threads), 0, stream, a, partial, chunk);
       KILN_CUDA_CHECK(cudaGetLastError());
-      total_finish_kernel<Desc><<<1, 256, 0, stream>>>(partial, blocks, a.out, total);
+      launch_after_previous<&total_finish_kernel<Desc>>(1, 256, 0, stream, partial, blocks, a.out, total);
     } else {
       index_t out_rows = 1;
       for (int d = 0; d < a.nrow_dims; ++d)
         if (d != a.axis) out_rows *= a.row_dims[d];
       const index_t n = out_rows * a.len;
       if (n == 0) return;
-      axis_reduce_kernel<Desc><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(a, out_rows);
+      launch_after_previous<&axis_reduce_kernel<Desc, Args>>(static_cast<unsigned>((n + threads - 1) / threads),
+                            static_cast<unsigned>(threads), 0, stream, a, out_rows);
     }
     KILN_CUDA_CHECK(cudaGetLastError());
   }
@@ -108,6 +112,7 @@ inline constexpr int kReduceToColumns = 32;
 
 template <class Desc, class Args>
 __global__ void reduce_to_kernel(const Args a) {
+  await_previous_kernel();  // launched after the previous kernel (launch_after_previous)
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   extern __shared__ unsigned char reduce_to_smem[];
@@ -164,7 +169,7 @@ struct ReduceToKernelCuda<lower::ReduceToKernel<T, Tree, NL, NC>> {
     const int threads = cfg.threads > 0 ? cfg.threads : 256;
     const dim3 block(kReduceToColumns, static_cast<unsigned>(threads / kReduceToColumns));
     const auto blocks = static_cast<unsigned>((a.out_numel + kReduceToColumns - 1) / kReduceToColumns);
-    reduce_to_kernel<Desc><<<blocks, block, sizeof(compute_t<T>) * threads, stream>>>(a);
+    launch_after_previous<&reduce_to_kernel<Desc, Args>>(blocks, block, sizeof(compute_t<T>) * threads, stream, a);
     KILN_CUDA_CHECK(cudaGetLastError());
   }
 };

@@ -32,6 +32,7 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <unordered_map>
 #include <tuple>
 #include <vector>
 
@@ -330,6 +331,16 @@ struct stage_loads<lower::TypeList<Ss...>> {
 template <class Desc>
 struct RowKernelCuda;
 
+// The virtual architecture a kernel's code was compiled for (compute_XY as XY: its
+// __CUDA_ARCH__ / 10), on the current device. Code for an older one runs on Hopper (its PTX
+// compiled at load) without what kiln guards with __CUDA_ARCH__ >= 900: clusters, waits.
+template <class Kernel>
+int code_arch(Kernel* kernel) {
+  cudaFuncAttributes fa{};
+  KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  return fa.ptxVersion;
+}
+
 // Programmatic dependent launch (Hopper): a kernel launched with launch_after_previous may
 // start while the kernel before it on the stream is still running; before it touches global
 // memory it waits for that kernel to complete (and its writes to be visible), and once it has
@@ -342,20 +353,25 @@ __device__ __forceinline__ void await_previous_kernel() {
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
 }
-template <class... Params, class... Args>
-void launch_after_previous(void (*kernel)(Params...), unsigned blocks, int threads, std::size_t smem, cudaStream_t stream,
-                           const Args&... args) {
+template <auto Kernel, class... Args>
+void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, const Args&... args) {
+  // Only a device with it (Hopper on), and code that waits (compiled for sm_90 on; asked once
+  // per device): other code is launched in stream order.
+  thread_local std::unordered_map<int, bool> waits;
+  const int device = current_device();
+  auto it = waits.find(device);
+  if (it == waits.end()) it = waits.emplace(device, device_has_clusters() && code_arch(Kernel) >= 90).first;
   cudaLaunchConfig_t lc{};
-  lc.gridDim = dim3(blocks);
-  lc.blockDim = dim3(static_cast<unsigned>(threads));
+  lc.gridDim = blocks;
+  lc.blockDim = threads;
   lc.dynamicSmemBytes = smem;
   lc.stream = stream;
   cudaLaunchAttribute dependent{};
   dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent.val.programmaticStreamSerializationAllowed = 1;
   lc.attrs = &dependent;
-  lc.numAttrs = device_has_clusters() ? 1 : 0;  // Hopper and later
-  KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, args...));
+  lc.numAttrs = it->second ? 1 : 0;
+  KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, Kernel, args...));
 }
 
 // Pointwise: units of W elements (W = 1: element loads; else 16-byte ones), U units per thread.
@@ -424,13 +440,14 @@ struct eval_batch<ScalarBatch<Descs...>> {
 };
 template <class Batch>
 __global__ void scalar_batch_kernel(const launch_args_t<Batch> pack) {
+  await_previous_kernel();
   if (threadIdx.x == 0) eval_batch<Batch>::run(pack);
 }
 template <class... Descs>
 struct ScalarBatchCuda {
   using Args = ArgPack<launch_args_t<Descs>...>;
   static void run(const Args& a, const cpu::LaunchConfig&, cudaStream_t stream, void* = nullptr) {
-    scalar_batch_kernel<ScalarBatch<Descs...>><<<1, 32, 0, stream>>>(a);
+    launch_after_previous<&scalar_batch_kernel<ScalarBatch<Descs...>>>(1, 32, 0, stream, a);
     KILN_CUDA_CHECK(cudaGetLastError());
   }
 };
@@ -459,14 +476,6 @@ __device__ __forceinline__ T cluster_combine(T v, T* partial, int s) {
 #endif
 }
 
-// The machine code version (sm_XY as XY) of a kernel in this binary; code for an older
-// architecture runs on Hopper through its PTX, but without clusters.
-template <class Kernel>
-int binary_version(Kernel* kernel) {
-  cudaFuncAttributes fa{};
-  KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
-  return fa.binaryVersion;
-}
 
 // The row a thread works on: a warp's (WarpPerRow) or its block's; group threads share it,
 // this one being number tid among them.
@@ -707,7 +716,8 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   template <bool Cached, bool WarpPerRow, int U, int R, bool Online = false>
   static void reduce(const Args& a, unsigned blocks, int threads, std::size_t smem, cudaStream_t stream) {
     using D = std::conditional_t<(R > 0), RegisterDesc, DescEx>;
-    launch_after_previous(&row_reduce_kernel<D, Cached, WarpPerRow, U, R, Online, false, Args>, blocks, threads, smem, stream, a);
+    launch_after_previous<&row_reduce_kernel<D, Cached, WarpPerRow, U, R, Online, false, Args>>(blocks, static_cast<unsigned>(threads),
+                          smem, stream, a);
   }
 
   // The register path for rows of nu units, longer than a block holds (kRowRegisterThreads x
@@ -723,7 +733,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     while (index_t{ranks} * kRowRegisterThreads * R < nu) ranks *= 2;
     while (index_t{ranks} * group * R < nu) group *= 2;
     if (!device_has_clusters() || a.rows * ranks > index_t{1} << 30) return false;
-    static const bool sm90 = binary_version(kernel) >= 90;
+    static const bool sm90 = code_arch(kernel) >= 90;
     if (!sm90) return false;
     cudaLaunchConfig_t lc{};
     lc.gridDim = dim3(static_cast<unsigned>(a.rows * ranks));
@@ -784,8 +794,8 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     if constexpr (NS == 0) {
       const index_t work = vec ? a.rows * a.len / W : a.rows * a.len, span = static_cast<index_t>(threads) * kPointwiseUnits<NL>;
       const auto blocks = static_cast<unsigned>(std::min<index_t>((work + span - 1) / span, index_t{1} << 20));
-      if (vec) launch_after_previous(&pointwise_kernel<Desc, W, Args>, blocks, threads, 0, stream, a);
-      else launch_after_previous(&pointwise_kernel<Desc, 1, Args>, blocks, threads, 0, stream, a);
+      if (vec) launch_after_previous<&pointwise_kernel<Desc, W, Args>>(blocks, static_cast<unsigned>(threads), 0, stream, a);
+      else launch_after_previous<&pointwise_kernel<Desc, 1, Args>>(blocks, static_cast<unsigned>(threads), 0, stream, a);
     } else {
       constexpr int R = kRowRegisterUnits;
       const index_t nu = a.len / W;

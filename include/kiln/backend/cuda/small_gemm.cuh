@@ -175,9 +175,10 @@ struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   static void launch_rows(const Args& g, const SmallGemmShape& s, bool overlap, cudaStream_t stream) {
     // The kernel's machine code must be sm_90's for clusters (a build for an older architecture
     // run on Hopper through its PTX would reach the __trap): say so instead.
-    static const int binary = binary_version(&small_gemm_kernel<Desc, MR, L, Args>);
+    static const int binary = code_arch(&small_gemm_kernel<Desc, MR, L, Args>);
+    overlap = overlap && binary >= 90;  // code before sm_90 does not wait (griddepcontrol)
     if (s.splits > 1 && binary < 90)
-      throw DeviceError("matmul on cuda: the small-product kernel was built for sm_" + std::to_string(binary) +
+      throw DeviceError("matmul on cuda: the small-product kernel was built for compute_" + std::to_string(binary) +
                         "; it needs sm_90 code on this device (build with CMAKE_CUDA_ARCHITECTURES 90)");
     cudaLaunchConfig_t lc{};
     lc.gridDim = dim3(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits));
