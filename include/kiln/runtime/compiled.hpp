@@ -807,10 +807,13 @@ class Compiled {
 
   // Whether GEMM kernel G may start while kernel G - 1 still runs (run_gemm's overlap_previous):
   // G - 1 writes no byte of B (its output, and a GEMM's product, are elsewhere). Never the
-  // first kernel: the kernel before it on the stream is not this call's.
+  // first kernel: the kernel before it on the stream is not this call's. Never after a scalar
+  // kernel: batched (launch_scalar_batch), it ran first, and the kernel right before G on the
+  // stream is an earlier one, which may write B and, launched as a dependent launch itself,
+  // lets G start once it has waited for its own predecessor.
   template <int G>
   static bool overlap_previous(const State& st) {
-    if constexpr (G == 0) {
+    if constexpr (G == 0 || kScalarKernels.is[G - 1]) {
       return false;
     } else {
       using T = typename program::template kernel<G>::value_type;

@@ -453,8 +453,8 @@ struct ScalarBatchCuda {
 };
 
 // The Split register path: v, this block's result of stage s, combined with the other blocks'
-// of its cluster (the blocks that share the row, at most 32), so that every block gets the
-// same value. partial: shared memory, a slot per stage (each written once: no block overwrites
+// of its cluster (the blocks that share the row, at most kRowClusterMax = 16; the lanes of a
+// warp read them), so that every block gets the same value. partial: shared memory, a slot per stage (each written once: no block overwrites
 // a slot another may still read; the kernel's last cluster barrier keeps them alive).
 template <ReduceKind K, class T>
 __device__ __forceinline__ T cluster_combine(T v, T* partial, int s) {
@@ -721,24 +721,22 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   }
 
   // The register path for rows of nu units, longer than a block holds (kRowRegisterThreads x
-  // R): each row split over `ranks` blocks (a cluster; the fewest, a power of two) of `group`
-  // threads (the fewest warps, a power of two). False where it cannot run here: a row too long
-  // for kRowClusterMax blocks, no clusters (before Hopper), code not sm_90's, too many blocks,
-  // or the device cannot place such a cluster (asked once per shape); the caller streams then.
+  // R): each row split over `ranks` blocks of kRowRegisterThreads threads (a cluster; the
+  // fewest, a power of two). False where it cannot run here: a row too long for kRowClusterMax
+  // blocks, no clusters (before Hopper), code not compiled for sm_90, too many blocks, or a
+  // cluster the device cannot place or refuses (asked once per device and size; errors are
+  // cleared); the caller streams the rows then.
   template <int R>
   static bool reduce_split(const Args& a, index_t nu, cudaStream_t stream) {
     auto* const kernel = &row_reduce_kernel<RegisterDesc, false, false, W, R, false, true, Args>;
-    if (nu > index_t{kRowRegisterThreads} * R * kRowClusterMax) return false;
-    int ranks = 2, group = 64;
-    while (index_t{ranks} * kRowRegisterThreads * R < nu) ranks *= 2;
-    while (index_t{ranks} * group * R < nu) group *= 2;
+    constexpr int group = kRowRegisterThreads;
+    if (nu > index_t{group} * R * kRowClusterMax) return false;
+    int ranks = 2;
+    while (index_t{ranks} * group * R < nu) ranks *= 2;
     if (!device_has_clusters() || a.rows * ranks > index_t{1} << 30) return false;
-    static const bool sm90 = code_arch(kernel) >= 90;
-    if (!sm90) return false;
     cudaLaunchConfig_t lc{};
     lc.gridDim = dim3(static_cast<unsigned>(a.rows * ranks));
     lc.blockDim = dim3(static_cast<unsigned>(group));
-    lc.stream = stream;
     cudaLaunchAttribute attrs[2]{};  // the cluster; then a programmatic dependent launch
     attrs[0].id = cudaLaunchAttributeClusterDimension;
     attrs[0].val.clusterDim.x = static_cast<unsigned>(ranks);
@@ -747,16 +745,20 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     attrs[1].val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = attrs;
     lc.numAttrs = 1;
-    static thread_local std::map<std::tuple<int, int, int>, bool> placeable;  // (device, ranks, group)
-    const auto key = std::make_tuple(current_device(), ranks, group);
-    auto it = placeable.find(key);
-    if (it == placeable.end()) {
-      if (ranks > 8) KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    static thread_local std::map<std::pair<int, int>, bool> runs;  // (device, ranks)
+    const auto key = std::make_pair(current_device(), ranks);
+    auto it = runs.find(key);
+    if (it == runs.end()) {
+      // Asked without a stream (a capturing stream is not to be touched by queries).
       int clusters = 0;
-      KILN_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc));
-      it = placeable.emplace(key, clusters > 0).first;
+      bool ok = code_arch(kernel) >= 90;
+      if (ok && ranks > 8) ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+      ok = ok && cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc) == cudaSuccess && clusters > 0;
+      if (!ok) (void)cudaGetLastError();  // a refused size is not an error of the call
+      it = runs.emplace(key, ok).first;
     }
     if (!it->second) return false;
+    lc.stream = stream;
     lc.numAttrs = 2;
     KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, a));
     return true;

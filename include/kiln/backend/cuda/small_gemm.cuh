@@ -173,12 +173,13 @@ struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   // launched as clusters of `splits` blocks along y (a tile's blocks).
   template <int MR, int L>
   static void launch_rows(const Args& g, const SmallGemmShape& s, bool overlap, cudaStream_t stream) {
-    // The kernel's machine code must be sm_90's for clusters (a build for an older architecture
-    // run on Hopper through its PTX would reach the __trap): say so instead.
-    static const int binary = code_arch(&small_gemm_kernel<Desc, MR, L, Args>);
-    overlap = overlap && binary >= 90;  // code before sm_90 does not wait (griddepcontrol)
-    if (s.splits > 1 && binary < 90)
-      throw DeviceError("matmul on cuda: the small-product kernel was built for compute_" + std::to_string(binary) +
+    // The kernel's code must be compiled for sm_90 for clusters (code for an older architecture
+    // run on Hopper through its PTX would reach the __trap): say so instead. Such code does not
+    // wait for the previous kernel either (griddepcontrol): no overlap then.
+    static const int arch = code_arch(&small_gemm_kernel<Desc, MR, L, Args>);
+    overlap = overlap && arch >= 90;
+    if (s.splits > 1 && arch < 90)
+      throw DeviceError("matmul on cuda: the small-product kernel was built for compute_" + std::to_string(arch) +
                         "; it needs sm_90 code on this device (build with CMAKE_CUDA_ARCHITECTURES 90)");
     cudaLaunchConfig_t lc{};
     lc.gridDim = dim3(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits));
