@@ -33,7 +33,6 @@
 
 #include <map>
 #include <unordered_map>
-#include <tuple>
 #include <vector>
 
 #include "kiln/backend/cpu/row_kernel.hpp"
@@ -353,6 +352,38 @@ __device__ __forceinline__ void await_previous_kernel() {
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
 }
+// A launch's configuration for cudaLaunchKernelEx, with its attributes: thread-block clusters
+// of `cluster` blocks (none where that is one block) and a programmatic dependent launch
+// (`dependent`: only for a kernel that calls await_previous_kernel first and whose code waits,
+// code_arch >= 90). Not copyable: config points at attrs.
+struct KernelLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attrs[2]{};
+  KernelLaunch(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, dim3 cluster, bool dependent) {
+    config.gridDim = blocks;
+    config.blockDim = threads;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    unsigned n = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+      attrs[n].id = cudaLaunchAttributeClusterDimension;
+      attrs[n].val.clusterDim.x = cluster.x;
+      attrs[n].val.clusterDim.y = cluster.y;
+      attrs[n].val.clusterDim.z = cluster.z;
+      ++n;
+    }
+    if (dependent) {
+      attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[n].val.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
+    config.attrs = attrs;
+    config.numAttrs = n;
+  }
+  KernelLaunch(const KernelLaunch&) = delete;
+  KernelLaunch& operator=(const KernelLaunch&) = delete;
+};
+
 template <auto Kernel, class... Args>
 void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, const Args&... args) {
   // Only a device with it (Hopper on), and code that waits (compiled for sm_90 on; asked once
@@ -361,17 +392,8 @@ void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStre
   const int device = current_device();
   auto it = waits.find(device);
   if (it == waits.end()) it = waits.emplace(device, device_has_clusters() && code_arch(Kernel) >= 90).first;
-  cudaLaunchConfig_t lc{};
-  lc.gridDim = blocks;
-  lc.blockDim = threads;
-  lc.dynamicSmemBytes = smem;
-  lc.stream = stream;
-  cudaLaunchAttribute dependent{};
-  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent.val.programmaticStreamSerializationAllowed = 1;
-  lc.attrs = &dependent;
-  lc.numAttrs = it->second ? 1 : 0;
-  KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, Kernel, args...));
+  const KernelLaunch launch(blocks, threads, smem, stream, dim3(1), it->second);
+  KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, Kernel, args...));
 }
 
 // Pointwise: units of W elements (W = 1: element loads; else 16-byte ones), U units per thread.
@@ -454,8 +476,9 @@ struct ScalarBatchCuda {
 
 // The Split register path: v, this block's result of stage s, combined with the other blocks'
 // of its cluster (the blocks that share the row, at most kRowClusterMax = 16; the lanes of a
-// warp read them), so that every block gets the same value. partial: shared memory, a slot per stage (each written once: no block overwrites
-// a slot another may still read; the kernel's last cluster barrier keeps them alive).
+// warp read them), so that every block gets the same value. partial: shared memory, a slot
+// per stage (each written once: no block overwrites a slot another may still read; the
+// kernel's last cluster barrier keeps them alive).
 template <ReduceKind K, class T>
 __device__ __forceinline__ T cluster_combine(T v, T* partial, int s) {
 #if __CUDA_ARCH__ >= 900
@@ -475,7 +498,6 @@ __device__ __forceinline__ T cluster_combine(T v, T* partial, int s) {
   return v;
 #endif
 }
-
 
 // The row a thread works on: a warp's (WarpPerRow) or its block's; group threads share it,
 // this one being number tid among them.
@@ -549,6 +571,7 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
 #endif
   }
   const int group = t.group, tid = t.tid;
+  const auto unit = [&](int i) { return u0 + tid + static_cast<index_t>(i) * group; };  // the register path's unit i
   if (WarpPerRow && t.row >= a.rows) return;  // whole warps leave; no block barrier follows
   constexpr int NI = Desc::invariants::size;  // row-invariant values, kept after the stages
   DeviceRowContext<S, NL, Desc::nconsts, NS + NI, Cached> ctx;
@@ -574,8 +597,7 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
   if constexpr (R > 0) {
 #pragma unroll
     for (int i = 0; i < R; ++i)
-      if (u0 + tid + i * group < nu)
-        load_unit<stage_loads<typename Desc::stages>::value, NL, W>(reg[i], ctx.row_ptr, ctx.inner, (u0 + tid + i * group) * W);
+      if (unit(i) < nu) load_unit<stage_loads<typename Desc::stages>::value, NL, W>(reg[i], ctx.row_ptr, ctx.inner, unit(i) * W);
   }
   [&]<class... Ss, int... I>(lower::TypeList<Ss...>, std::integer_sequence<int, I...>) {
     (([&] {
@@ -604,9 +626,9 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
          if constexpr (R > 0) {
 #pragma unroll
            for (int i = 0; i < R; ++i)
-             if (u0 + tid + i * group < nus)
+             if (unit(i) < nus)
                acc = reduce_unit<typename St::tree, St::kind, InRegisters && St::cached, S, NL, W>(
-                   acc, reg[i], ctx.consts, ctx.stages, cache, s, u0 + tid + i * group, i);
+                   acc, reg[i], ctx.consts, ctx.stages, cache, s, unit(i), i);
          } else {
            stream_units<lower::tree_loads<typename St::tree, Cached>::value, NL, W>(
                ctx, tid, group, nus, [&](const raw_t<S, W>(&v)[NLp], index_t ju) {
@@ -631,7 +653,7 @@ __global__ void __launch_bounds__(R > 0 ? kRowRegisterThreads : 1024) row_reduce
         lower::tree_loads<typename Desc::out_tree, false>::value & ~stage_loads<typename Desc::stages>::value;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const index_t ju = u0 + tid + i * group;
+      const index_t ju = unit(i);
       if (ju >= nu) continue;
       load_unit<OutOnly, NL, W>(reg[i], ctx.row_ptr, ctx.inner, ju * W);
       store_unit<typename Desc::out_tree, S, NL, W>(out, reg[i], ctx.consts, ctx.stages, cache, ju, i);
@@ -734,33 +756,23 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     int ranks = 2;
     while (index_t{ranks} * group * R < nu) ranks *= 2;
     if (!device_has_clusters() || a.rows * ranks > index_t{1} << 30) return false;
-    cudaLaunchConfig_t lc{};
-    lc.gridDim = dim3(static_cast<unsigned>(a.rows * ranks));
-    lc.blockDim = dim3(static_cast<unsigned>(group));
-    cudaLaunchAttribute attrs[2]{};  // the cluster; then a programmatic dependent launch
-    attrs[0].id = cudaLaunchAttributeClusterDimension;
-    attrs[0].val.clusterDim.x = static_cast<unsigned>(ranks);
-    attrs[0].val.clusterDim.y = attrs[0].val.clusterDim.z = 1;
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
-    lc.attrs = attrs;
-    lc.numAttrs = 1;
+    const dim3 blocks(static_cast<unsigned>(a.rows * ranks)), threads(group), cluster(static_cast<unsigned>(ranks));
     static thread_local std::map<std::pair<int, int>, bool> runs;  // (device, ranks)
     const auto key = std::make_pair(current_device(), ranks);
     auto it = runs.find(key);
     if (it == runs.end()) {
       // Asked without a stream (a capturing stream is not to be touched by queries).
+      const KernelLaunch query(blocks, threads, 0, nullptr, cluster, false);
       int clusters = 0;
       bool ok = code_arch(kernel) >= 90;
       if (ok && ranks > 8) ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
-      ok = ok && cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc) == cudaSuccess && clusters > 0;
+      ok = ok && cudaOccupancyMaxActiveClusters(&clusters, kernel, &query.config) == cudaSuccess && clusters > 0;
       if (!ok) (void)cudaGetLastError();  // a refused size is not an error of the call
       it = runs.emplace(key, ok).first;
     }
     if (!it->second) return false;
-    lc.stream = stream;
-    lc.numAttrs = 2;
-    KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, a));
+    const KernelLaunch launch(blocks, threads, 0, stream, cluster, true);  // code_arch >= 90 held above
+    KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, a));
     return true;
   }
   // Streamed rows: without row caches, a softmax's max and sum are one pass (online) where the

@@ -181,27 +181,9 @@ struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     if (s.splits > 1 && arch < 90)
       throw DeviceError("matmul on cuda: the small-product kernel was built for compute_" + std::to_string(arch) +
                         "; it needs sm_90 code on this device (build with CMAKE_CUDA_ARCHITECTURES 90)");
-    cudaLaunchConfig_t lc{};
-    lc.gridDim = dim3(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits));
-    lc.blockDim = dim3(32 * kSmallGemmWarps);
-    lc.stream = stream;
-    cudaLaunchAttribute attrs[2]{};
-    unsigned n = 0;
-    if (s.splits > 1) {
-      attrs[n].id = cudaLaunchAttributeClusterDimension;
-      attrs[n].val.clusterDim.x = 1;
-      attrs[n].val.clusterDim.y = static_cast<unsigned>(s.splits);
-      attrs[n].val.clusterDim.z = 1;
-      ++n;
-    }
-    if (overlap) {
-      attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attrs[n].val.programmaticStreamSerializationAllowed = 1;
-      ++n;
-    }
-    lc.attrs = attrs;
-    lc.numAttrs = n;
-    KILN_CUDA_CHECK(cudaLaunchKernelEx(&lc, small_gemm_kernel<Desc, MR, L, Args>, g, s.splits));
+    const KernelLaunch launch(dim3(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits)), dim3(32 * kSmallGemmWarps), 0,
+                              stream, dim3(1, static_cast<unsigned>(s.splits)), overlap);
+    KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, small_gemm_kernel<Desc, MR, L, Args>, g, s.splits));
   }
   template <int L>
   static void launch_lanes(const Args& g, const SmallGemmShape& s, bool overlap, cudaStream_t stream) {
