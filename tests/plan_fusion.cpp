@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "merge_cases.hpp"
 #include "reference.hpp"
 #include "kiln/lower/hoist.hpp"
 #include "kiln/lower/online.hpp"
@@ -153,4 +154,36 @@ TEST_CASE("a row kernel's slots of one node alias; row-invariant subtrees hoist 
   // A tree without stages or constants hoists nothing.
   using P = kiln::lower::hoist_invariants<kiln::lower::LOp<kiln::Add, kiln::lower::LLoad<0>, kiln::lower::LLoad<1>>, 0>;
   static_assert(P::list::size == 0 && std::is_same_v<typename P::type, kiln::lower::LOp<kiln::Add, kiln::lower::LLoad<0>, kiln::lower::LLoad<1>>>);
+}
+
+TEST_CASE("a pointwise kernel read first by a later pointwise kernel runs inside it, where the shapes agree") {
+  merge_cases::merged_outputs();
+}
+
+TEST_CASE("merged in-place updates read every old value (AdamW's pattern), and the broadcast fallback copies") {
+  merge_cases::merged_in_place_updates();
+}
+
+TEST_CASE("a sum_to that sums nothing is not run: its readers read its input") {
+  // d/d(matmul) of matmul(x, w) + b is sum_to(dy, the matmul's shape): the identity, as the
+  // matmul has the sum's shape. The next gradient (through w) reads dy itself.
+  constexpr auto w3 = kiln::param<"w3", 2>();
+  constexpr auto loss = kiln::sum(kiln::matmul(kiln::tanh(kiln::matmul(x, w) + b), w3) * r);
+  const auto [gw, gb, gw3] = kiln::grad(loss, w, b, w3);
+  auto f = kiln::compile(kiln::outputs(gw, gb, gw3));
+  const auto xt = kiln::randn<float>({7, 5}, 31), wt = kiln::randn<float>({5, 6}, 32), bt = kiln::randn<float>({6}, 33);
+  const auto w3t = kiln::randn<float>({6, 4}, 34), rt = kiln::randn<float>({7, 4}, 35);
+  auto [tgw, tgb, tgw3] = f(x = xt, w = wt, b = bt, w3 = w3t, r = rt);
+  CHECK(f.explain().find("not run: its input has its shape") != std::string::npos);
+  // References in float64: h = tanh(x w + b), dh = r w3^T (1 - h^2).
+  const ref::Array X = ref::from(xt), W = ref::from(wt), B = ref::from(bt), W3 = ref::from(w3t), R = ref::from(rt);
+  const ref::Array z = ref::matmul(X, W);
+  ref::Array h = z;
+  for (std::size_t i = 0; i < h.numel(); ++i) h.data[i] = std::tanh(z.data[i] + B.data[i % 6]);
+  const ref::Array gw3_ref = ref::matmul(ref::transpose(h), R);
+  ref::Array dh = ref::matmul(R, ref::transpose(W3));
+  for (std::size_t i = 0; i < dh.numel(); ++i) dh.data[i] *= 1 - h.data[i] * h.data[i];
+  ref::check_close(tgw3, gw3_ref);
+  ref::check_close(tgw, ref::matmul(ref::transpose(X), dh));
+  ref::check_close(tgb, ref::reduce(dh, 0, ref::Red::Sum, false));
 }

@@ -1,6 +1,8 @@
 // The CUDA backend's modes and failure paths: ReduceOverhead's graphs (replayed, re-captured
 // for new addresses, outputs never overwritten), no cudaMalloc in steady state, MaxAutotune's
-// tuning on the device, and the errors: mixed devices, out of memory, a failed CUDA call.
+// tuning on the device, the errors: mixed devices, out of memory, a failed CUDA call; and merged
+// kernels (multiple outputs) with their broadcast fallback.
+#include "../merge_cases.hpp"
 #include "../reference.hpp"
 
 namespace {
@@ -114,4 +116,12 @@ TEST_CASE("scalar kernels run as one launch, with the plan-order result") {
     ref::check_close(df(x = xd, t = td).cpu(), want, 1e-5, 1e-6);
     ref::check_close(ro(x = xd, t = td).cpu(), want, 1e-5, 1e-6);
   }
+}
+
+TEST_CASE_FIXTURE(cases::OnGpu, "multiple outputs: a merged kernel writes both values; the broadcast fallback runs both") {
+  merge_cases::merged_outputs();
+}
+
+TEST_CASE_FIXTURE(cases::OnGpu, "multiple outputs: merged in-place updates read the old values; the fallback copies") {
+  merge_cases::merged_in_place_updates();
 }

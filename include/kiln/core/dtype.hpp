@@ -164,5 +164,13 @@ constexpr const char* dtype_name() {
   else if constexpr (std::is_same_v<T, bf16>) return "bf16";
   else return "f16";
 }
+// A number per element type, for constexpr comparisons (the planner's NodeInfo).
+template <class T>
+constexpr int dtype_code() {
+  if constexpr (std::is_same_v<T, float>) return 0;
+  else if constexpr (std::is_same_v<T, double>) return 1;
+  else if constexpr (std::is_same_v<T, bf16>) return 2;
+  else return 3;
+}
 
 }  // namespace kiln

@@ -210,6 +210,7 @@ struct NodeInfo {
   // Bit k set: operand k is read for its shape only (never loaded, never forces a buffer).
   unsigned shape_only = 0;
   bool column_index = false;  // kiln::column_index: its kernel evaluates j, the last-axis index
+  int dtype = 0;               // dtype_code of the element type
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
 
@@ -219,6 +220,7 @@ constexpr NodeInfo describe() {
   n.kind = E::kind;
   n.rank = E::rank;
   n.stateless = E::stateless;
+  if constexpr (requires { typename E::dtype; }) n.dtype = dtype_code<typename E::dtype>();
   if constexpr (E::kind == NodeKind::Symbol) {
     n.name = E::name_type::chars;
     n.symbol_id = E::id;

@@ -184,14 +184,18 @@ struct remap_slots<TypeList<Ts...>, Alias> {
 
 // The kernel kinds, as descriptors a backend implements.
 // Row: per row, the stages in order, then Out over the row (the pointwise kernel is the
-// case with no stages). Alias: the slots that read the same node (SlotAlias).
-template <class T, class Out, class Stages, int NLoads, int NConsts, class Alias = SlotAlias<>>
+// case with no stages). Alias: the slots that read the same node (SlotAlias). Extras (pointwise
+// kernels only): trees of further outputs in Out's iteration space, stored beside it (the
+// values of kernels merged into this one; the planner's multiple outputs).
+template <class T, class Out, class Stages, int NLoads, int NConsts, class Alias = SlotAlias<>, class Extras = TypeList<>>
 struct RowKernel {
   using value_type = T;
   using out_tree = Out;
   using stages = Stages;
   using alias = Alias;
-  static constexpr int nloads = NLoads, nconsts = NConsts, nstages = Stages::size;
+  using extras = Extras;
+  static constexpr int nloads = NLoads, nconsts = NConsts, nstages = Stages::size, nextra = Extras::size;
+  static_assert(nextra == 0 || nstages == 0, "kiln: extra outputs are for pointwise kernels");
 };
 // Gemm: acc = A B into the accumulator buffer (load slot AccSlot), then Epi over each tile.
 template <class T, class Epi, int AccSlot, int NLoads, int NConsts>

@@ -74,8 +74,8 @@ constexpr LowerCase lower_case(const graph::GraphInfo<N, NOut>& g, const schedul
   if (G.copy) return LowerCase::Load;
   for (int s = 0; s < G.nstages; ++s)
     if (G.stages[s] == n) return LowerCase::Stage;
-  if (p.group_of[n] == grp && g.nodes[n].kind == NodeKind::Pointwise) return LowerCase::Op;
-  if (p.recompute[n] && p.recomputed_in(n, grp)) return LowerCase::Op;  // evaluated here again
+  // Its own ops, those of kernels merged into it, and values it evaluates again (recomputed).
+  if (g.nodes[n].kind == NodeKind::Pointwise && p.evaluated_in(n, grp)) return LowerCase::Op;
   return LowerCase::Load;
 }
 
@@ -121,6 +121,7 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
         ++ncached;
       }
     }
+    for (int e = 0; e < G.nextra; ++e) visit(visit, p.groups[G.extra[e]].root, 0);  // extra outputs
     if (G.kind == KernelKind::Gemm) {
       // The accumulator is a load slot even when no epilogue op reads it.
       if (k.load_slot(G.gemm, 0) < 0) {
@@ -211,13 +212,22 @@ struct Program {
     using type = std::conditional_t<((first(K) == K) && ...), SlotAlias<>, SlotAlias<first(K)...>>;
   };
 
+  // The trees of the roots of the kernels merged into G, which G writes too.
+  template <int G, class Seq>
+  struct extra_list;
+  template <int G, int... E>
+  struct extra_list<G, std::integer_sequence<int, E...>> {
+    using type = TypeList<typename lower_tree<G, plan.groups[kernel_info<G>.group.extra[E]].root, 0>::type...>;
+  };
+
   template <int G>
   struct lower_kernel<G, KernelKind::Row> {
     static constexpr auto& ki = kernel_info<G>;
     using T = typename graph_type::template node<ki.group.root>::dtype;
     using type = RowKernel<T, typename lower_tree<G, ki.group.root, 0>::type,
                            typename stage_list<G, std::make_integer_sequence<int, ki.group.nstages>>::type,
-                           ki.nloads, ki.nconsts, typename slot_alias<G>::type>;
+                           ki.nloads, ki.nconsts, typename slot_alias<G>::type,
+                           typename extra_list<G, std::make_integer_sequence<int, ki.group.nextra>>::type>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::Gemm> {

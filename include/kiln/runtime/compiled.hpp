@@ -45,9 +45,9 @@ template <class T, class Tr, int NL, int NC>
 struct cpu_kernel<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = cpu::ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>;
 };
-template <class T, class O, class S, int NL, int NC, class A>
-struct cpu_kernel<lower::RowKernel<T, O, S, NL, NC, A>> {
-  using type = cpu::RowKernelCpu<lower::RowKernel<T, O, S, NL, NC, A>>;
+template <class T, class O, class S, int NL, int NC, class A, class E>
+struct cpu_kernel<lower::RowKernel<T, O, S, NL, NC, A, E>> {
+  using type = cpu::RowKernelCpu<lower::RowKernel<T, O, S, NL, NC, A, E>>;
 };
 template <class T, class E, int A, int NL, int NC>
 struct cpu_kernel<lower::GemmKernel<T, E, A, NL, NC>> {
@@ -66,6 +66,9 @@ struct Prepared {
   typename Kernel::Args args{};
   int load_buffer[Desc::nloads > 0 ? Desc::nloads : 1] = {};
   int out_buffer = -1, a_buffer = -1, b_buffer = -1, acc_buffer = -1;
+  // A pointwise kernel's extra outputs (the roots of kernels merged into it); -1 where that
+  // kernel runs on its own for these shapes.
+  int extra_buffer[schedule::kMaxExtra] = {-1, -1, -1, -1};
   std::unique_ptr<cpu::GemmWorkspace<compute_t<typename Desc::value_type>>> workspace;  // GEMM kernels only
   bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
 #if KILN_WITH_CUDA
@@ -74,6 +77,11 @@ struct Prepared {
   cpu::LaunchConfig cuda_config;               // block size, variant (MaxAutotune's choice)
 #endif
   cpu::LaunchConfig& config() { return args.config; }
+  std::array<int, 1 + schedule::kMaxExtra> output_buffers() const {
+    std::array<int, 1 + schedule::kMaxExtra> b{out_buffer};
+    for (int e = 0; e < schedule::kMaxExtra; ++e) b[1 + e] = extra_buffer[e];
+    return b;
+  }
 
   auto& row_args() {
     if constexpr (requires { args.epilogue; }) return args.epilogue;
@@ -236,6 +244,8 @@ class Compiled {
         std::snprintf(line, sizeof line, "  kernel %d: reads %.3g MB, writes %.3g MB, %.3g Mop", g, st->read_bytes[g] / 1e6,
                       st->write_bytes[g] / 1e6, st->ops[g] / 1e6);
         s += line;
+        if (st->skip[g] == Skip::Merged) s += "; runs inside kernel " + std::to_string(plan().groups[g].merged_into);
+        if (st->skip[g] == Skip::Identity) s += "; not run: its input has its shape, and is read in its place";
         if (st->profiled_calls > 0) {
           const double ms = st->profile_ms[g] / static_cast<double>(st->profiled_calls);
           double total = 0;
@@ -257,9 +267,11 @@ class Compiled {
       std::string in_place;
       lower::for_each_index<nkernels>([&](auto gi) {
         const auto& pr = std::get<decltype(gi)::value>(st->kernels);
-        if (pr.writes_input)
-          in_place += " " + std::string(graph().nodes[kSymbolNodes[pr.out_buffer]].name) + " (kernel " +
-                      std::to_string(decltype(gi)::value) + ")";
+        if (!pr.writes_input) return;
+        for (int b : pr.output_buffers())
+          if (b >= 0 && b < kSymbols)
+            in_place += " " + std::string(graph().nodes[kSymbolNodes[b]].name) + " (kernel " +
+                        std::to_string(decltype(gi)::value) + ")";
       });
       if (!in_place.empty()) s += "  assigned in place, without a copy:" + in_place + "\n";
     }
@@ -444,6 +456,7 @@ class Compiled {
     return std::tuple<Prepared<typename program::template kernel<G>>...>{};
   }(std::make_integer_sequence<int, nkernels>{}));
 
+  enum class Skip : std::uint8_t { No, Merged, Identity };
   struct State {
     std::vector<Shape> key;     // the input shapes this plan is for
     std::vector<Shape> shapes;  // every node's shape
@@ -454,10 +467,16 @@ class Compiled {
     kernel_tuple kernels;
     bool tuned = false;
     std::array<double, (nkernels > 0 ? nkernels : 1)> read_bytes{}, write_bytes{}, ops{};
+    std::array<double, (nkernels > 0 ? nkernels : 1)> out_bytes{};  // the root's bytes
     std::array<double, (nkernels > 0 ? nkernels : 1)> profile_ms{};  // summed over profiled calls
     long profiled_calls = 0;
     std::array<std::string, (nkernels > 0 ? nkernels : 1)> tune_notes;
     std::array<int, NOut> output_source{};  // the buffer each output's value is written to
+    // Kernels not run for these inputs: Merged, one merged into a later kernel (the plan's
+    // merged_into) whose shape it has, which writes its root; Identity, a sum_to whose input
+    // already has its shape, whose root is its input's buffer (prepare_identities).
+    std::array<Skip, (nkernels > 0 ? nkernels : 1)> skip{};
+    bool runs(int g) const { return skip[g] == Skip::No; }
     Device device = Device::cpu();
 #if KILN_WITH_CUDA
     cuda::Buffer device_arena;  // persistent policies on a CUDA device
@@ -606,6 +625,7 @@ class Compiled {
       using Desc = typename program::template kernel<G>;
       using Kernel = typename Prepared<Desc>::Kernel;
       auto& pr = std::get<G>(st.kernels);
+      if (!st.runs(G)) return;  // merged into a later kernel, or an identity
       bind_pointers<Desc>(pr, ptr);
       if constexpr (Policy::autotune) {
         if (!st.tuned && !pr.writes_input) tune<G>(st, pr);
@@ -630,6 +650,9 @@ class Compiled {
     auto& ra = pr.row_args();
     for (int s = 0; s < Desc::nloads; ++s) ra.ptr[s] = static_cast<const T*>(ptr[pr.load_buffer[s]]);
     ra.out = static_cast<T*>(ptr[pr.out_buffer]);
+    if constexpr (requires { pr.args.extra_out; })
+      for (int e = 0; e < Desc::nextra; ++e)
+        pr.args.extra_out[e] = pr.extra_buffer[e] >= 0 ? static_cast<T*>(ptr[pr.extra_buffer[e]]) : nullptr;
     if constexpr (requires { pr.args.epilogue; }) {
       pr.args.a.ptr = static_cast<const T*>(ptr[pr.a_buffer]);
       pr.args.b.ptr = static_cast<const T*>(ptr[pr.b_buffer]);
@@ -666,7 +689,7 @@ class Compiled {
       if (batch) launch_scalar_batch(st, stream, std::make_index_sequence<kScalarKernels.count>{});
       lower::for_each_index<nkernels>([&](auto g) {
         constexpr int G = decltype(g)::value;
-        if (!(batch && kScalarKernels.is[G])) launch_cuda<G>(st, stream);
+        if (!(batch && kScalarKernels.is[G]) && st.runs(G)) launch_cuda<G>(st, stream);
       });
       finish_outputs(st, in, ptr);
     };
@@ -676,6 +699,7 @@ class Compiled {
       lower::for_each_index<nkernels>([&](auto g) {
         constexpr int G = decltype(g)::value;
         auto& pr = std::get<G>(st.kernels);
+        if (!st.runs(G)) return;
         if (!pr.writes_input) tune_cuda<G>(st, pr, stream);
         launch_cuda<G>(st, stream);
       });
@@ -737,11 +761,12 @@ class Compiled {
   // The bytes kernel H writes: its output (write_bytes), and a GEMM's product when that is
   // stored apart. (The scalar batch and a small product's early start check against these.)
   struct Written {
-    const std::byte* p[2] = {};
-    std::size_t bytes[2] = {};
+    static constexpr int kMax = 2 + schedule::kMaxExtra;
+    const std::byte* p[kMax] = {};
+    std::size_t bytes[kMax] = {};
     bool overlaps(const void* q, std::size_t n) const {
       const auto* b = static_cast<const std::byte*>(q);
-      for (int i = 0; i < 2; ++i)
+      for (int i = 0; i < kMax; ++i)
         if (p[i] && b < p[i] + bytes[i] && p[i] < b + n) return true;
       return false;
     }
@@ -750,6 +775,7 @@ class Compiled {
   static Written written(const State& st) {
     const auto& a = std::get<H>(st.kernels).args;
     Written w;
+    if (!st.runs(H)) return w;  // not run here (merged into a later kernel, or an identity)
     if constexpr (requires { a.epilogue; }) {
       using TA = std::remove_cvref_t<decltype(*a.acc)>;
       w.p[0] = reinterpret_cast<const std::byte*>(a.epilogue.out);
@@ -758,7 +784,12 @@ class Compiled {
     } else {
       w.p[0] = reinterpret_cast<const std::byte*>(a.out);
     }
-    w.bytes[0] = static_cast<std::size_t>(st.write_bytes[H]);
+    w.bytes[0] = static_cast<std::size_t>(st.out_bytes[H]);
+    if constexpr (requires { a.extra_out; })
+      for (int e = 0; e < program::template kernel<H>::nextra; ++e) {
+        w.p[2 + e] = reinterpret_cast<const std::byte*>(a.extra_out[e]);
+        w.bytes[2 + e] = w.bytes[0];  // the same shape as the root (the merge's condition)
+      }
     return w;
   }
 
@@ -818,6 +849,7 @@ class Compiled {
     } else {
       using T = typename program::template kernel<G>::value_type;
       const auto& g = std::get<G>(st.kernels).args;
+      if (!st.runs(G - 1)) return false;  // not launched: the kernel before G is an earlier one
       if (g.batch != 1 || g.k < 1 || g.n < 1 || g.b.col != 1) return false;  // B as the small product reads it
       return !written<G - 1>(st).overlaps(g.b.ptr, sizeof(T) * static_cast<std::size_t>((g.k - 1) * g.b.row + g.n));
     }
@@ -829,7 +861,7 @@ class Compiled {
     KILN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
-      launch_cuda<G>(st, stream);
+      if (st.runs(G)) launch_cuda<G>(st, stream);
       KILN_CUDA_CHECK(cudaEventRecord(ev[G + 1], stream));
     });
     KILN_CUDA_CHECK(cudaEventSynchronize(ev[nkernels]));
@@ -1029,10 +1061,14 @@ class Compiled {
       contiguous_strides(st.shapes[grp.gemm], f.strides);
     }
 
+    prepare_identities(st, group_out, arena);
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
       prepare_kernel<G>(st, group_out[G], in_place[G]);
     });
+    for (int g = 0; g < nkernels; ++g)
+      if (st.skip[g] == Skip::Identity) st.read_bytes[g] = st.write_bytes[g] = st.ops[g] = 0;
+    prepare_merges(st, group_out);
     assign_in_place(st, group_out, arena, keep_to_end);
 
     // Lifetimes of arena buffers, in kernel indices.
@@ -1045,9 +1081,11 @@ class Compiled {
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
       const auto& pr = std::get<G>(st.kernels);
+      if (!st.runs(G)) return;  // merged (the kernel it runs in touches its output) or an identity
       // (a named array: nvcc 13.0's front end rejects a braced list in a range-for inside a generic lambda)
       const std::array<int, 4> operands{pr.out_buffer, pr.a_buffer, pr.b_buffer, pr.acc_buffer};
       for (int b : operands) touch(G, b);
+      for (int b : pr.extra_buffer) touch(G, b);
       for (int b : pr.load_buffer) touch(G, b);
     });
 #if KILN_WITH_CUDA
@@ -1073,6 +1111,56 @@ class Compiled {
           static_cast<std::byte*>(detail::aligned_alloc_bytes(st.arena_bytes)), detail::AlignedDelete{st.arena_bytes});
   }
 
+  // A sum_to that sums nothing (its input already has its shape: the gradient of a bias add
+  // that did not broadcast, say) is its input. Where the input is stored contiguously and the
+  // value is not an output, its readers read the input's buffer and the kernel is not run.
+  template <class GroupOut, class Arena>
+  void prepare_identities(State& st, const GroupOut& group_out, Arena& arena) {
+    lower::for_each_index<nkernels>([&](auto gi) {
+      constexpr int G = decltype(gi)::value;
+      constexpr auto& ki = program::template kernel_info<G>;
+      if constexpr (ki.group.kind == schedule::KernelKind::ReduceTo) {
+        using Desc = typename program::template kernel<G>;
+        if constexpr (Desc::nloads == 1 && std::is_same_v<typename Desc::tree, lower::LLoad<0>>) {
+          const int root = ki.group.root, in = ki.load_node[0], b = group_out[G];
+          if (b < kSymbols + NOut || !(st.shapes[in] == st.shapes[root])) return;  // an output, or a real sum
+          const Face& fi = st.faces[in];
+          index_t c[kMaxRank] = {};
+          contiguous_strides(st.shapes[in], c);
+          for (int d = 0; d < st.shapes[in].rank(); ++d)
+            if (fi.strides[d] != c[d] && st.shapes[in][d] != 1) return;
+          if (fi.buffer < 0) return;
+          for (auto& f : st.faces) f.buffer = f.buffer == b ? fi.buffer : f.buffer;
+          for (auto& f : st.view_faces) f.buffer = f.buffer == b ? fi.buffer : f.buffer;
+          arena[static_cast<std::size_t>(b - kSymbols - NOut)].bytes = 0;
+          st.skip[G] = Skip::Identity;
+        }
+      }
+    });
+  }
+
+  // Multiple outputs: kernel A merged into B (the plan's merged_into) runs inside B when A's
+  // root has B's root's shape for these inputs; B then writes A's root (an extra output) and A
+  // is not run. Otherwise A runs, and B evaluates A's value again from A's inputs (its tree has
+  // them inlined either way).
+  template <class GroupOut>
+  void prepare_merges(State& st, const GroupOut& group_out) {
+    lower::for_each_index<nkernels>([&](auto gi) {
+      constexpr int B = decltype(gi)::value;
+      constexpr auto& grp = plan().groups[B];
+      auto& pr = std::get<B>(st.kernels);
+      for (int e = 0; e < grp.nextra; ++e) {
+        const int a = grp.extra[e];
+        const bool merged = st.shapes[plan().groups[a].root] == st.shapes[grp.root];
+        pr.extra_buffer[e] = merged ? group_out[a] : -1;
+        if (!merged) continue;
+        st.skip[a] = Skip::Merged;
+        st.write_bytes[B] += st.write_bytes[a];
+        st.read_bytes[a] = st.write_bytes[a] = st.ops[a] = 0;
+      }
+    });
+  }
+
   // kiln::assign without a copy: the value is written straight into the target's tensor when
   // its kernel is a pointwise one that reads the target's old value (if at all) only at the
   // element it writes, and no later kernel reads that old value. Then the arena buffer the value
@@ -1083,17 +1171,21 @@ class Compiled {
       const int s = kAssignTarget[k];
       if (s < 0) continue;
       const int node = graph().outputs[k];
-      const int g = plan().group_of[node];
-      const int b = group_out[g];
-      if (g < 0 || b < kSymbols + NOut) continue;  // also a returned output: that tensor is written
+      const int own = plan().group_of[node];
+      if (own < 0) continue;
+      const int b = group_out[own];
+      if (b < kSymbols + NOut) continue;  // also a returned output: that tensor is written
+      // The kernel that writes the value: its own, or the one it is merged into.
+      const int g = st.skip[own] == Skip::Merged ? plan().groups[own].merged_into : own;
       bool ok = true;
       for (int j = 0; j < NOut; ++j) ok = ok && (j == k || kAssignTarget[j] != s) && (j == k || graph().outputs[j] != node);
-      const auto& grp = plan().groups[g];
+      const auto& grp = plan().groups[own];
       ok = ok && grp.kind == schedule::KernelKind::Row && grp.nstages == 0 && !grp.copy && grp.root == node;
       lower::for_each_index<nkernels>([&](auto gi) {
         constexpr int G = decltype(gi)::value;
         constexpr auto& ki = program::template kernel_info<G>;
         const auto& pr = std::get<G>(st.kernels);
+        if (!st.runs(G)) return;
         for (int l = 0; l < program::template kernel<G>::nloads; ++l) {
           if (pr.load_buffer[l] != s) continue;
           if (G > g) ok = false;  // read after the update
@@ -1107,6 +1199,7 @@ class Compiled {
         constexpr int G = decltype(gi)::value;
         auto& pr = std::get<G>(st.kernels);
         if (pr.out_buffer == b) pr.out_buffer = s;
+        for (int& x : pr.extra_buffer) x = x == b ? s : x;
         for (int& l : pr.load_buffer) l = l == b ? s : l;
         const std::array<int*, 3> operands{&pr.a_buffer, &pr.b_buffer, &pr.acc_buffer};
         for (int* x : operands) *x = *x == b ? s : *x;
@@ -1115,7 +1208,7 @@ class Compiled {
       for (auto& f : st.faces) f.buffer = f.buffer == b ? s : f.buffer;
       for (auto& f : st.view_faces) f.buffer = f.buffer == b ? s : f.buffer;
       for (int& o : st.output_source) o = o == b ? s : o;
-      group_out[g] = s;
+      group_out[own] = s;
       const std::size_t a = static_cast<std::size_t>(b - kSymbols - NOut);
       arena[a].bytes = 0;
       if (a < keep_to_end.size()) keep_to_end[a] = false;
@@ -1249,7 +1342,7 @@ class Compiled {
         read(pr.load_buffer[s], st.shapes[ki.load_node[s]]);
       }
     const double elements = static_cast<double>(ra.rows) * static_cast<double>(ra.len);
-    st.write_bytes[G] = static_cast<double>(st.shapes[ki.group.root].numel()) * elem;
+    st.write_bytes[G] = st.out_bytes[G] = static_cast<double>(st.shapes[ki.group.root].numel()) * elem;
     if constexpr (kind == schedule::KernelKind::Gemm) {
       const auto& mm = graph().nodes[ki.group.gemm];
       read(pr.a_buffer, st.shapes[mm.children[0]]);

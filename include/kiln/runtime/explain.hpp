@@ -67,9 +67,16 @@ std::string explain_kernel() {
     for (int c = 0; c < 2; ++c) read(node_label<Program>(g.nodes[grp.gemm].children[c]));
   std::string read_list;
   for (const auto& l : reads) read_list += (read_list.empty() ? "" : ", ") + l;
-  std::string out = "%" + std::to_string(grp.root);
-  for (int k = 0; k < Program::graph_type::noutputs; ++k)
-    if (g.outputs[k] == grp.root) out += " (output " + std::to_string(k) + ")";
+  auto label = [&](int root) {
+    std::string o = "%" + std::to_string(root);
+    for (int k = 0; k < Program::graph_type::noutputs; ++k)
+      if (g.outputs[k] == root) o += " (output " + std::to_string(k) + ")";
+    return o;
+  };
+  std::string out = label(grp.root);
+  for (int e = 0; e < grp.nextra; ++e)
+    out += ", " + label(Program::plan.groups[grp.extra[e]].root) + " of kernel " + std::to_string(grp.extra[e]);
+  if (grp.merged_into >= 0) kind += " (merged into kernel " + std::to_string(grp.merged_into) + " where the shapes agree)";
   return "  kernel " + std::to_string(G) + ": " + kind + " -> " + out + " = [" + ops + "]; reads " +
          (read_list.empty() ? "nothing" : read_list) + (recomputed.empty() ? "" : "; recomputes " + recomputed) + "\n";
 }

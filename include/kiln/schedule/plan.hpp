@@ -11,6 +11,13 @@
 //   are stored anyway (leaves, or values that other kernels read from memory), is not stored:
 //   each of those kernels evaluates it from its operands. A training step then keeps z for the
 //   backward kernels, not both z and sigmoid(z).
+// - Multiple outputs (Inductor's fusion of kernels that share an iteration space): a pointwise
+//   kernel A whose value is read first by a pointwise kernel B of the same rank and element
+//   type (every other reader runs after B) is merged into B: B evaluates A's value anyway (it
+//   is inlined there) and stores it as an extra output, so A's inputs are read once and A is
+//   not launched. AdamW's m, v and weight updates become one kernel. Shapes are run-time, so
+//   the merge holds per shape signature (the runtime checks that A's shape is B's); where it
+//   does not, A runs as its own kernel and B recomputes A's value from A's inputs.
 // - Everything else is materialised: outputs, matmul operands, sources of views, values used
 //   by several kernels. Views (transpose, reshape) never run a kernel.
 // Nodes are visited from the last to the first, so every consumer is placed before its
@@ -24,6 +31,7 @@ enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, Reduc
 
 inline constexpr int kMaxStages = 8;
 inline constexpr int kMaxRecompute = 4;  // kernels that may each recompute one value
+inline constexpr int kMaxExtra = 4;      // kernels merged into one (its extra outputs)
 
 struct Group {
   KernelKind kind{};
@@ -32,6 +40,9 @@ struct Group {
   bool copy = false;  // Row: the root is a symbol or view copied into its own buffer
   int nstages = 0;    // Row: reductions along the last axis, in topological order
   int stages[kMaxStages] = {};
+  int nextra = 0;               // Row: kernels merged into this one, whose roots it also writes
+  int extra[kMaxExtra] = {};    // their indices, in execution order
+  int merged_into = -1;         // Row: the later kernel that evaluates and writes this root
 };
 
 template <int N>
@@ -49,6 +60,16 @@ struct Plan {
       if (recompute_in[node][k] == group) return true;
     return false;
   }
+  // Whether kernel `group` evaluates node (a pointwise op of its own, or of a kernel merged
+  // into it, or a value it recomputes).
+  constexpr bool evaluated_in(int node, int group) const {
+    const int own = group_of[node];
+    if (own == group || (own >= 0 && groups[own].merged_into == group)) return true;
+    if (!recompute[node]) return false;
+    for (int k = 0; k < nrecompute_in[node]; ++k)
+      if (recompute_in[node][k] == group || groups[recompute_in[node][k]].merged_into == group) return true;
+    return false;
+  }
 };
 
 constexpr bool is_view(NodeKind k) {
@@ -56,6 +77,47 @@ constexpr bool is_view(NodeKind k) {
 }
 constexpr bool needs_contiguous_source(NodeKind k) { return k == NodeKind::Reshape || k == NodeKind::ReshapeLike; }
 constexpr bool is_leaf(NodeKind k) { return k == NodeKind::Symbol || k == NodeKind::Constant; }
+
+// A pointwise kernel of its own (no stages, not a copy) over a non-scalar value.
+template <int N, int NOut>
+constexpr bool plain_pointwise(const graph::GraphInfo<N, NOut>& g, const Plan<N>& p, int grp) {
+  const Group& G = p.groups[grp];
+  if (G.kind != KernelKind::Row || G.copy || G.nstages != 0 || g.nodes[G.root].rank == 0) return false;
+  for (int i = 0; i < N; ++i)
+    if (p.group_of[i] == grp && g.nodes[i].column_index) return false;  // its rows are never collapsed
+  return true;
+}
+
+// Multiple outputs (see the top of this file): merges kernel a into the first kernel that
+// evaluates a reader of a's root, where that kernel is a plain pointwise one of the same rank
+// and element type and every reader of a's root is evaluated there or later. Readers through
+// views (which read a's buffer at other elements) keep a's kernel.
+template <int N, int NOut>
+constexpr void merge_outputs(const graph::GraphInfo<N, NOut>& g, Plan<N>& p, const bool* live) {
+  for (int a = 0; a < p.ngroups; ++a) {
+    Group& A = p.groups[a];
+    if (!plain_pointwise(g, p, a) || A.nextra > 0) continue;
+    int first = p.ngroups;
+    bool ok = true;
+    for (int u = A.root + 1; u < N && ok; ++u) {
+      if (!live[u] || !g.reads_value(u, A.root)) continue;
+      const NodeKind uk = g.nodes[u].kind;
+      if (is_view(uk) || is_leaf(uk)) ok = false;
+      const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
+      for (int k = 0; k < n_in && ok; ++k) {
+        const int grp = p.recompute[u] ? p.recompute_in[u][k] : p.group_of[u];
+        if (grp < 0) ok = false;
+        else if (grp < first) first = grp;
+      }
+    }
+    if (!ok || first >= p.ngroups || first <= a) continue;
+    Group& B = p.groups[first];
+    if (!plain_pointwise(g, p, first) || B.merged_into >= 0 || B.nextra == kMaxExtra) continue;
+    if (g.nodes[B.root].rank != g.nodes[A.root].rank || g.nodes[B.root].dtype != g.nodes[A.root].dtype) continue;
+    A.merged_into = first;
+    B.extra[B.nextra++] = a;
+  }
+}
 
 template <int N, int NOut>
 constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
@@ -235,6 +297,7 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     if (p.group_of[i] >= 0) p.group_of[i] = remap[p.group_of[i]];
     for (int k = 0; k < p.nrecompute_in[i]; ++k) p.recompute_in[i][k] = remap[p.recompute_in[i][k]];
   }
+  if (fuse) merge_outputs(g, p, live);
   return p;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,16 @@ struct RowArgs {
   bool row_cache = false;   // every space has the output's shape and a row fits kRowCache
   LaunchConfig config;
 };
+
+// A pointwise kernel that also writes the values of kernels merged into it (RowKernel's
+// Extras): extra_out[e] is laid out as out (contiguous rows x len), or null where that kernel
+// runs on its own for these shapes.
+template <class T, int NL, int NC, int NS, int NE>
+struct RowArgsOut : RowArgs<T, NL, NC, NS> {
+  T* extra_out[NE > 0 ? NE : 1] = {};
+};
+template <class T, int NL, int NC, int NS, int NE>
+using row_args_t = std::conditional_t<NE == 0, RowArgs<T, NL, NC, NS>, RowArgsOut<T, NL, NC, NS, NE>>;
 
 // Elements of a stage input a row cache holds (on the stack of the thread running the row).
 inline constexpr index_t kRowCache = 4096;
@@ -166,10 +177,42 @@ KILN_INLINE T reduce_span(const Ctx& ctx, index_t len, T* __restrict keep = null
 template <class Desc>
 struct RowKernelCpu;
 
-template <class T, class Out, class... Stages, int NL, int NC, class A>
-struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A>> {
-  static constexpr int NS = sizeof...(Stages);
-  using Args = RowArgs<T, NL, NC, NS>;
+// Out and each extra tree at [j0, j1) of row r: every value of an element is computed before
+// any is stored, so an output written over an input it reads (an in-place kiln::assign) reads
+// the old value.
+template <class T, class Out, class... Extras, class Ctx, class Args>
+KILN_INLINE void eval_span_extras(const Ctx& ctx, const Args& a, index_t r, index_t j0, index_t j1) {
+  using C = compute_t<T>;
+  T* const out = a.out + r * a.len;
+  T* extra[sizeof...(Extras)];
+  bool all = true;
+  for (std::size_t e = 0; e < sizeof...(Extras); ++e) {
+    extra[e] = a.extra_out[e] ? a.extra_out[e] + r * a.len : nullptr;
+    all = all && extra[e];
+  }
+  if (all) {
+    KILN_SIMD
+    for (index_t j = j0; j < j1; ++j) {
+      const C o = Out::template eval<C>(ctx, j);
+      const C x[] = {Extras::template eval<C>(ctx, j)...};
+      out[j] = narrow<T>(o);
+      for (std::size_t e = 0; e < sizeof...(Extras); ++e) extra[e][j] = narrow<T>(x[e]);
+    }
+    return;
+  }
+  for (index_t j = j0; j < j1; ++j) {
+    const C o = Out::template eval<C>(ctx, j);
+    const C x[] = {Extras::template eval<C>(ctx, j)...};
+    out[j] = narrow<T>(o);
+    for (std::size_t e = 0; e < sizeof...(Extras); ++e)
+      if (extra[e]) extra[e][j] = narrow<T>(x[e]);
+  }
+}
+
+template <class T, class Out, class... Stages, int NL, int NC, class A, class... Extras>
+struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A, lower::TypeList<Extras...>>> {
+  static constexpr int NS = sizeof...(Stages), NE = sizeof...(Extras);
+  using Args = row_args_t<T, NL, NC, NS, NE>;
   using C = compute_t<T>;
 
   static constexpr int kCachedStages = (0 + ... + Stages::cached);
@@ -186,7 +229,8 @@ struct RowKernelCpu<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC,
     }
     set_row(ctx, a, r);
     run_stages(ctx, a, std::index_sequence_for<Stages...>{});
-    eval_span<T, Out>(ctx, a.out + r * a.len, j0, j1);
+    if constexpr (NE > 0) eval_span_extras<T, Out, Extras...>(ctx, a, r, j0, j1);
+    else eval_span<T, Out>(ctx, a.out + r * a.len, j0, j1);
   }
 
   template <class Ctx, std::size_t... S>

@@ -10,9 +10,9 @@ namespace kiln::cuda {
 
 template <class Desc>
 struct kernel_impl;
-template <class T, class O, class S, int NL, int NC, class A>
-struct kernel_impl<lower::RowKernel<T, O, S, NL, NC, A>> {
-  using type = RowKernelCuda<lower::RowKernel<T, O, S, NL, NC, A>>;
+template <class T, class O, class S, int NL, int NC, class A, class E>
+struct kernel_impl<lower::RowKernel<T, O, S, NL, NC, A, E>> {
+  using type = RowKernelCuda<lower::RowKernel<T, O, S, NL, NC, A, E>>;
 };
 template <class T, ReduceKind K, class Tr, bool Tot, int NL, int NC>
 struct kernel_impl<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {

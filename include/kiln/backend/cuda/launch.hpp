@@ -24,9 +24,9 @@ namespace kiln::cuda {
 // The argument struct of each launchable descriptor: the CPU backend's, passed by value.
 template <class Desc>
 struct kernel_args;
-template <class T, class O, class S, int NL, int NC, class A>
-struct kernel_args<lower::RowKernel<T, O, S, NL, NC, A>> {
-  using type = cpu::RowArgs<T, NL, NC, S::size>;
+template <class T, class O, class S, int NL, int NC, class A, class E>
+struct kernel_args<lower::RowKernel<T, O, S, NL, NC, A, E>> {
+  using type = cpu::row_args_t<T, NL, NC, S::size, E::size>;
 };
 template <class T, ReduceKind K, class Tr, bool Tot, int NL, int NC>
 struct kernel_args<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {

@@ -410,7 +410,9 @@ __global__ void pointwise_kernel(const Args a) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   constexpr int NL = Desc::nloads, U = kPointwiseUnits<NL>;
-  constexpr std::uint64_t Mask = lower::tree_loads<typename Desc::out_tree, false>::value;
+  constexpr std::uint64_t Mask = []<class... E>(lower::TypeList<E...>) {
+    return (lower::tree_loads<typename Desc::out_tree, false>::value | ... | lower::tree_loads<E, false>::value);
+  }(typename Desc::extras{});
   const index_t nu = a.len / W, total = a.rows * nu;
   const index_t span = static_cast<index_t>(blockDim.x) * U;
   T consts[Desc::nconsts > 0 ? Desc::nconsts : 1];
@@ -433,6 +435,15 @@ __global__ void pointwise_kernel(const Args a) {
     for (int u = 0; u < U; ++u) {
       if (e0 + u * static_cast<index_t>(blockDim.x) >= total) break;
       store_unit<typename Desc::out_tree, S, NL, W>(a.out + r[u] * a.len, v[u], consts, nullptr, NoRowCache{}, ju[u]);
+      // Extra outputs (kernels merged into this one) from the same registers: every load of
+      // the unit was issued above, so an output that overwrites an input cannot change them.
+      if constexpr (Desc::nextra > 0) {
+        [&]<class... E, int... I>(lower::TypeList<E...>, std::integer_sequence<int, I...>) {
+          ((a.extra_out[I] ? store_unit<E, S, NL, W>(a.extra_out[I] + r[u] * a.len, v[u], consts, nullptr, NoRowCache{}, ju[u])
+                           : void()),
+           ...);
+        }(typename Desc::extras{}, std::make_integer_sequence<int, Desc::nextra>{});
+      }
     }
   }
 }
@@ -675,12 +686,12 @@ inline constexpr int kRowRegisterUnits = 4;
 // Blocks a split row may span (the cluster's size; above 8, Hopper's non-portable sizes).
 inline constexpr int kRowClusterMax = 16;
 
-template <class T, class Out, class... Stages, int NL, int NC, class A>
-struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A>> {
-  using Desc = lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A>;
-  static constexpr int NS = sizeof...(Stages);
+template <class T, class Out, class... Stages, int NL, int NC, class A, class E>
+struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A, E>> {
+  using Desc = lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC, A, E>;
+  static constexpr int NS = sizeof...(Stages), NE = E::size;
   static constexpr int W = sizeof(T) <= 4 ? 16 / static_cast<int>(sizeof(T)) : 1;  // 16-byte units (f64: elements)
-  using Args = cpu::RowArgs<T, NL, NC, NS>;
+  using Args = cpu::row_args_t<T, NL, NC, NS, NE>;
   // Row reductions: the output tree's row-invariant subtrees (a layer norm's rsqrt(var + eps))
   // are evaluated once per row, after the stages, into stages NS, NS + 1, ...
   template <class Stages_, class OutTree>
@@ -722,6 +733,9 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   static bool vectorizable(const Args& a) {
     if constexpr (W == 1) return false;
     if (a.len % W != 0 || reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0) return false;
+    if constexpr (NE > 0)
+      for (int e = 0; e < NE; ++e)
+        if (reinterpret_cast<std::uintptr_t>(a.extra_out[e]) % 16 != 0) return false;
     for (int s = 0; s < NL; ++s) {
       if (a.inner[s] != 0 && a.inner[s] != 1) return false;
       if (a.inner[s] == 1) {
