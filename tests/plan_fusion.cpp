@@ -187,3 +187,15 @@ TEST_CASE("a sum_to that sums nothing is not run: its readers read its input") {
   ref::check_close(tgw, ref::matmul(ref::transpose(X), dh));
   ref::check_close(tgb, ref::reduce(dh, 0, ref::Red::Sum, false));
 }
+
+TEST_CASE("a sum_to that sums nothing and is an output (here assigned) is still run") {
+  // Its value is copied from its own buffer after the last kernel (a review found the skipped
+  // kernel left that buffer empty). p <- sum_to(x, p) with x of p's shape: p = x.
+  constexpr auto p = kiln::param<"p", 2>();
+  auto f = kiln::compile(kiln::outputs(kiln::assign(p, kiln::sum_to(x, p))));
+  const auto xt = kiln::randn<float>({4, 5}, 41);
+  kiln::Tensor<float> pt = kiln::randn<float>({4, 5}, 42);
+  f(x = xt, p = pt);
+  ref::check_close(pt, ref::from(xt));
+  CHECK(f.explain().find("not run") == std::string::npos);
+}

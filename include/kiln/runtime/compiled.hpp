@@ -1123,7 +1123,9 @@ class Compiled {
         using Desc = typename program::template kernel<G>;
         if constexpr (Desc::nloads == 1 && std::is_same_v<typename Desc::tree, lower::LLoad<0>>) {
           const int root = ki.group.root, in = ki.load_node[0], b = group_out[G];
-          if (b < kSymbols + NOut || !(st.shapes[in] == st.shapes[root])) return;  // an output, or a real sum
+          // Not an output (returned, or assigned: that value is copied from its buffer after
+          // the last kernel), and a real identity for these shapes.
+          if (graph().is_output[root] || b < kSymbols + NOut || !(st.shapes[in] == st.shapes[root])) return;
           const Face& fi = st.faces[in];
           index_t c[kMaxRank] = {};
           contiguous_strides(st.shapes[in], c);
