@@ -39,6 +39,48 @@ struct AccContext : Base {
   }
 };
 
+// An epilogue's loads for one output element, read into registers ahead of use: the tree then
+// reads them (load slot Acc is the sum; slots the tree does not read are not loaded).
+template <class S, class Desc>
+struct PreloadedEpilogue {
+  using T = compute_t<S>;
+  static constexpr int NL = Desc::nloads;
+  static constexpr std::uint64_t kReads = lower::tree_loads<typename Desc::epilogue, false>::value;
+  static constexpr int NC = Desc::nconsts;
+  T v[NL > 0 ? NL : 1] = {};
+  T c[NC > 0 ? NC : 1] = {};
+  T acc_value = T(0);
+  template <class EArgs>
+  __device__ __forceinline__ void load(const EArgs& ea, index_t i, index_t j) {
+    if constexpr (Desc::has_epilogue) {
+#pragma unroll
+      for (int k = 0; k < NC; ++k) c[k] = ea.consts[k];
+      const S* ptr[NL > 0 ? NL : 1];
+      cpu::row_pointers(ea, i, ptr);
+#pragma unroll
+      for (int s = 0; s < NL; ++s)
+        if (s != Desc::acc_slot && loads_slot(kReads, s)) v[s] = widen(ptr[s][j * ea.inner[s]]);
+    }
+  }
+  template <int L>
+  __device__ __forceinline__ T load(index_t) const {
+    return L == Desc::acc_slot ? acc_value : v[L];
+  }
+  template <int L>
+  __device__ __forceinline__ T scalar() const {
+    return v[L];
+  }
+  static constexpr int result_bits = significand_bits<S>;
+  static constexpr bool row_cache = false;
+  __device__ __forceinline__ T constant(int k) const { return c[k]; }
+  __device__ __forceinline__ T stage(int) const { return T(0); }
+  __device__ __forceinline__ T cached(int, index_t) const { return T(0); }
+  __device__ __forceinline__ T eval(T sum, index_t j) {
+    acc_value = sum;
+    return Desc::epilogue::template eval<T>(*this, j);
+  }
+};
+
 template <class Desc, int MR, int L, class Args>
 __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const Args g, int splits) {
   using S = typename Desc::value_type;
@@ -144,16 +186,23 @@ __global__ void __launch_bounds__(32 * kSmallGemmWarps) small_gemm_kernel(const 
   // The cluster is this tile's blocks, one per split, ranked by split. Block `rank` finishes
   // outputs rank, rank + splits, ...: the splits' sums in split order, read from each block's
   // shared memory. The second sync keeps every block's shared memory alive until all have read.
+  // A thread finishes at most one output (MR * Tile <= blocks' threads: static_assert below);
+  // its epilogue's loads (a bias) are issued before the first cluster barrier, so their trip to
+  // memory overlaps the barrier instead of following the adds.
+  static_assert(MR * Tile <= 2 * 32 * Wp, "kiln: a thread finishes at most one output of a split tile");
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
   const int rank = static_cast<int>(cluster.block_rank());
-  for (int e = rank + static_cast<int>(threadIdx.x) * splits; e < MR * Tile; e += static_cast<int>(blockDim.x) * splits) {
-    const int i = e / Tile, c = e - i * Tile;
-    if (i >= g.m || j0 + c >= g.n) continue;
+  const int e = rank + static_cast<int>(threadIdx.x) * splits, i = e / Tile, c = e - i * Tile;
+  const bool mine = e < MR * Tile && i < g.m && j0 + c < g.n;
+  PreloadedEpilogue<S, Desc> pre;
+  if (mine) pre.load(g.epilogue, i, j0 + c);
+  cluster.sync();
+  if (mine) {
     T sum = T(0);
     for (int q = 0; q < splits; ++q) sum += cluster.map_shared_rank(block_sum, q)[e];
-    finish(i, j0 + c, sum);
+    if constexpr (Desc::has_epilogue) g.epilogue.out[i * g.n + j0 + c] = narrow<S>(pre.eval(sum, j0 + c));
+    else g.acc[i * g.n + j0 + c] = narrow<S>(sum);
   }
   cluster.sync();
 #else
