@@ -844,7 +844,7 @@ class Compiled {
   // lets G start once it has waited for its own predecessor.
   template <int G>
   static bool overlap_previous(const State& st) {
-    if constexpr (G == 0 || kScalarKernels.is[G - 1]) {
+    if constexpr (G == 0 || kScalarKernels.is[G > 0 ? G - 1 : 0]) {
       return false;
     } else {
       using T = typename program::template kernel<G>::value_type;
@@ -1066,9 +1066,9 @@ class Compiled {
       constexpr int G = decltype(g)::value;
       prepare_kernel<G>(st, group_out[G], in_place[G]);
     });
-    for (int g = 0; g < nkernels; ++g)
-      if (st.skip[g] == Skip::Identity) st.read_bytes[g] = st.write_bytes[g] = st.ops[g] = 0;
     prepare_merges(st, group_out);
+    for (int g = 0; g < nkernels; ++g)  // explain()'s counts: a kernel not run moves nothing
+      if (!st.runs(g)) st.read_bytes[g] = st.write_bytes[g] = st.ops[g] = 0;
     assign_in_place(st, group_out, arena, keep_to_end);
 
     // Lifetimes of arena buffers, in kernel indices.
@@ -1125,7 +1125,7 @@ class Compiled {
           const int root = ki.group.root, in = ki.load_node[0], b = group_out[G];
           // Not an output (returned, or assigned: that value is copied from its buffer after
           // the last kernel), and a real identity for these shapes.
-          if (graph().is_output[root] || b < kSymbols + NOut || !(st.shapes[in] == st.shapes[root])) return;
+          if (graph().is_output[root] || !(st.shapes[in] == st.shapes[root])) return;
           const Face& fi = st.faces[in];
           index_t c[kMaxRank] = {};
           contiguous_strides(st.shapes[in], c);
@@ -1157,8 +1157,7 @@ class Compiled {
         pr.extra_buffer[e] = merged ? group_out[a] : -1;
         if (!merged) continue;
         st.skip[a] = Skip::Merged;
-        st.write_bytes[B] += st.write_bytes[a];
-        st.read_bytes[a] = st.write_bytes[a] = st.ops[a] = 0;
+        st.write_bytes[B] += st.write_bytes[a];  // B stores A's value (A's counts are zeroed in prepare)
       }
     });
   }
