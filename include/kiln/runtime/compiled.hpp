@@ -975,6 +975,12 @@ class Compiled {
       for (int d = 0; d < ra.nrow_dims; ++d) s += " " + std::to_string(o[d]);
     }
     for (auto v : ra.stage_len) s += " stage " + std::to_string(v);
+    // Kernels merged into this one (prepare_merges): whether each extra output is stored is
+    // part of what was timed (absent where none is, so earlier keys stay valid).
+    std::string extras;
+    bool any_extra = false;
+    for (int e : pr.extra_buffer) extras += e >= 0 ? " 1" : " 0", any_extra = any_extra || e >= 0;
+    if (any_extra) s += " extras" + extras;
     if constexpr (requires { pr.args.epilogue; }) {
       const auto& g = pr.args;
       s += " gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +

@@ -236,7 +236,10 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
 inline constexpr index_t kSmallGemmRows = 4;
 inline constexpr int kSmallGemmVector = 4;       // columns per lane
 inline constexpr int kSmallGemmWarps = 8;        // per block
-inline constexpr int kSmallGemmLoads = 16;       // rows of B a thread loads per round, all before its multiplies
+// Rows of B a thread loads per round, all before its multiplies: 12 (48 registers of f32
+// vectors) keeps a one-row kernel within 80 registers, so three blocks fit on an SM (see
+// small_gemm_kernel's launch bounds). 16 took 116 registers: two blocks per SM.
+inline constexpr int kSmallGemmLoads = 12;
 inline constexpr int kSmallGemmMaxSplits = 8;    // splits of k: the blocks of one cluster (the portable maximum)
 inline constexpr index_t kSmallGemmBlocks = 192; // blocks to aim for (132 SMs on an H200)
 
