@@ -989,9 +989,8 @@ class Compiled {
     // Kernels merged into this one (prepare_merges): whether each extra output is stored is
     // part of what was timed (absent where none is, so earlier keys stay valid).
     std::string extras;
-    bool any_extra = false;
-    for (int e : pr.extra_buffer) extras += e >= 0 ? " 1" : " 0", any_extra = any_extra || e >= 0;
-    if (any_extra) s += " extras" + extras;
+    for (int e : pr.extra_buffer) extras += e >= 0 ? " 1" : " 0";
+    if (extras.find('1') != std::string::npos) s += " extras" + extras;
     if constexpr (requires { pr.args.epilogue; }) {
       const auto& g = pr.args;
       s += " gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +

@@ -237,8 +237,8 @@ inline constexpr index_t kSmallGemmRows = 4;
 inline constexpr int kSmallGemmVector = 4;       // columns per lane
 inline constexpr int kSmallGemmWarps = 8;        // per block
 // Rows of B a thread loads per round, all before its multiplies: 12 (48 registers of f32
-// vectors) keeps a one-row kernel within 80 registers, so three blocks fit on an SM (see
-// small_gemm_kernel's launch bounds). 16 took 116 registers: two blocks per SM.
+// vectors) lets a one-row kernel fit the 80 registers its launch bounds allow, so three blocks
+// fit on an SM (small_gemm_kernel). 16 took 116 registers: two blocks per SM.
 inline constexpr int kSmallGemmLoads = 12;
 inline constexpr int kSmallGemmMaxSplits = 8;    // splits of k: the blocks of one cluster (the portable maximum)
 inline constexpr index_t kSmallGemmBlocks = 192; // blocks to aim for (132 SMs on an H200)
