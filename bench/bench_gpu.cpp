@@ -26,6 +26,10 @@ void run(benchmark::State& state, const Expr& e, const kiln::Shape& out_shape, d
     if constexpr (M == bench::Mode::Eager || M == bench::Mode::Default) benchmark::DoNotOptimize(f(bs...));
     else f.into(out, bs...);
   }, bytes, flops);
+  // KILN_BENCH_EXPLAIN=1: the plan after the timed calls, with MaxAutotune's choice per kernel
+  // and each candidate's time, on stderr.
+  if constexpr (requires { f.explain(); })
+    if (std::getenv("KILN_BENCH_EXPLAIN")) std::fprintf(stderr, "%s\n", f.explain().c_str());
 }
 
 void Copy(benchmark::State& state) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: builds the CUDA tests (unless KILN_GPU_BIN names a folder of
 # prebuilt ones), runs them, then compute-sanitizer: memcheck on test_cuda_ops, _modes, _dtypes,
-# _ops_suites and _reduce; racecheck on the row-reduction cases (shared memory). Logs go to
+# _ops_suites and _reduce; racecheck on the row-reduction cases and the tensor-core GEMM kernels
+# (shared memory). Logs go to
 # ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
 # KILN_SANITIZE=0 skips the sanitizers; KILN_SANITIZE=only runs just them.
 set -uo pipefail
@@ -27,7 +28,7 @@ for t in $tests; do
 done
 [ "${KILN_SANITIZE:-1}" = 0 ] && exit "$status"
 for t in test_cuda_ops test_cuda_modes test_cuda_dtypes test_cuda_ops_suites test_cuda_reduce; do
-  timeout 90 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$KILN_GPU_BIN/$t" > "$OUT/memcheck_$t.log" 2>&1
+  timeout 150 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$KILN_GPU_BIN/$t" > "$OUT/memcheck_$t.log" 2>&1
   echo "memcheck $t: exit $? ($(grep -c '^========= Invalid\|^========= Program hit' "$OUT/memcheck_$t.log") errors); $(tail -1 "$OUT/memcheck_$t.log")"
 done
 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_ops" -tc="row reductions*" > "$OUT/racecheck.log" 2>&1
@@ -36,4 +37,6 @@ timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/
 echo "racecheck test_cuda_ops (rows split over a cluster): exit $?; $(tail -1 "$OUT/racecheck_split.log")"
 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_reduce" > "$OUT/racecheck_reduce.log" 2>&1
 echo "racecheck test_cuda_reduce: exit $?; $(tail -1 "$OUT/racecheck_reduce.log")"
+timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_dtypes" -tc="*tensor-core GEMM*" > "$OUT/racecheck_tc.log" 2>&1
+echo "racecheck test_cuda_dtypes (tensor-core GEMM kernels): exit $?; $(tail -1 "$OUT/racecheck_tc.log")"
 exit "$status"

@@ -1,6 +1,11 @@
 // The 16-bit element types on the GPU: the CPU's cases (dtype_cases.hpp: every kernel kind,
 // 16-byte vector loads of 8 values, cuBLASLt in bf16 and f16 with float accumulation), against
 // float64; and ReduceOverhead's graphs in bf16.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
 #include "../dtype_cases.hpp"
 
 TEST_CASE("bf16 on the GPU, against float64") { dtype_cases::all<kiln::bf16>(kiln::Device::cuda()); }
@@ -126,4 +131,83 @@ void lt_epilogues() {
 TEST_CASE("cuBLASLt bias and relu epilogues") {
   lt_epilogues<float>();
   lt_epilogues<kiln::bf16>();
+}
+
+// kiln's tensor-core GEMM kernels (tc_gemm.cuh), launched directly, each variant (mma.sync's
+// two tile shapes; wgmma where built for sm_90a and run on Hopper): m, n
+// and k not multiples of the tiles (zero-filled edges), one k step and many, with the exact
+// gelu of acc + bias as its epilogue (what cuBLASLt cannot express) and without; bf16 and f16,
+// against float64 on the 16-bit inputs. The reference rounds the product to S where the
+// cuBLASLt path stores it; the fused kernel rounds once, after the epilogue (within the bound).
+template <class S, class Desc>
+void tc_gemm_case(std::size_t m, std::size_t n, std::size_t k, int shape) {
+  const auto dev = kiln::Device::cuda();
+  const auto xt = dtype_cases::randn_on<S>({m, k}, m + k, dev), wt = dtype_cases::randn_on<S>({k, n}, n + k, dev, 0.1);
+  const auto bt = dtype_cases::randn_on<S>({n}, n, dev);
+  kiln::Tensor<S> out({m, n}, dev);
+  kiln::cpu::GemmArgs<S, Desc::nloads, 0> g;
+  g.a = {xt.data(), 0, static_cast<kiln::index_t>(k), 1};
+  g.b = {wt.data(), 0, static_cast<kiln::index_t>(n), 1};
+  g.acc = out.data();
+  g.m = static_cast<kiln::index_t>(m), g.n = static_cast<kiln::index_t>(n), g.k = static_cast<kiln::index_t>(k);
+  auto& e = g.epilogue;
+  e.ptr[0] = out.data(), e.outer[0][0] = g.n, e.inner[0] = 1;
+  if constexpr (Desc::has_epilogue) e.ptr[1] = bt.data(), e.outer[1][0] = 0, e.inner[1] = 1;
+  e.nrow_dims = 1, e.row_dims[0] = g.m, e.rows = g.m, e.len = g.n, e.out = out.data();
+  REQUIRE(kiln::cuda::tc_gemm_applies(g, Desc::has_epilogue));
+  kiln::cuda::launch<kiln::cuda::TcGemm<Desc>>(g, {0, shape, kiln::cuda::kTcGemm, 0}, kiln::cuda::stream(), nullptr);
+  const auto prod = ref::matmul(ref::from(xt.cpu()), ref::from(wt.cpu()));
+  if constexpr (Desc::has_epilogue)
+    dtype_cases::check(out, ref::map(dtype_cases::add(prod, ref::from(bt.cpu())), [](double v) { return ref::gelu(v); }));
+  else
+    dtype_cases::check(out, prod);
+}
+template <class S>
+void tc_gemm_cases() {
+  using kiln::lower::LLoad;
+  using kiln::lower::LOp;
+  using Plain = kiln::lower::GemmKernel<S, LLoad<0>, 0, 1, 0>;
+  using GeluBias = kiln::lower::GemmKernel<S, LOp<kiln::Gelu, LOp<kiln::Add, LLoad<0>, LLoad<1>>>, 0, 2, 0>;
+  for (int shape : kiln::cuda::tc_variants()) {
+    for (const auto& mnk : std::array<std::array<std::size_t, 3>, 5>{
+             {{1, 8, 8}, {37, 136, 40}, {300, 264, 776}, {128, 256, 32}, {513, 520, 1000}}}) {
+      CAPTURE(shape);
+      CAPTURE(mnk);
+      tc_gemm_case<S, Plain>(mnk[0], mnk[1], mnk[2], shape);
+      tc_gemm_case<S, GeluBias>(mnk[0], mnk[1], mnk[2], shape);
+    }
+  }
+}
+TEST_CASE("kiln's tensor-core GEMM kernel: tile shapes, edges, the exact-gelu epilogue") {
+  tc_gemm_cases<kiln::bf16>();
+  tc_gemm_cases<kiln::f16>();
+}
+
+// MaxAutotune times the tensor-core kernel against cuBLASLt for a 16-bit GEMM whose epilogue
+// cuBLASLt cannot express (the exact gelu); whichever it picks, the result holds.
+TEST_CASE("MaxAutotune: the tensor-core kernel is a candidate for bf16 GEMMs") {
+  using S = kiln::bf16;
+  const auto dev = kiln::Device::cuda();
+  // A fresh autotune cache, so that this call tunes (an earlier run's choice would be read back
+  // from the cache without the candidates), then the previous setting back.
+  const char* before = std::getenv("KILN_CACHE_DIR");
+  const std::string kept = before ? before : "";
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln-tc-" + std::to_string(::getpid()));
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  const dtype_cases::Ffn<S> ffn(dev, 61);
+  auto tuned = kiln::compile<kiln::MaxAutotune>(dtype_cases::Ffn<S>::y);
+  const auto xt = dtype_cases::randn_on<S>({384, 256}, 62, dev);
+  const auto z = ref::matmul(ref::from(xt.cpu()), ref::from(ffn.w1t.cpu()));
+  const auto h = ref::map(dtype_cases::add(z, ref::from(ffn.b1t.cpu())), [](double v) { return dtype_cases::round_to<S>(ref::gelu(v)); });
+  const auto want = dtype_cases::add(ref::matmul(h, ref::from(ffn.w2t.cpu())), ref::from(ffn.b2t.cpu()));
+  for (int rep = 0; rep < 2; ++rep) dtype_cases::check(ffn.run(tuned, xt), want, 3.0, ref::Tol<S>::rtol);
+  const std::string plan = tuned.explain();
+  CHECK(plan.find("kiln's mma.sync kernel") != std::string::npos);
+  const auto variants = kiln::cuda::tc_variants();
+  if (std::find(variants.begin(), variants.end(), kiln::cuda::kTcWgmma) != variants.end())
+    CHECK(plan.find("kiln's wgmma kernel") != std::string::npos);
+  CHECK(tuned.autotune_stats().tuned > 0);
+  std::filesystem::remove_all(dir);
+  if (before) setenv("KILN_CACHE_DIR", kept.c_str(), 1);
+  else unsetenv("KILN_CACHE_DIR");
 }

@@ -884,20 +884,22 @@ class Compiled {
     }
     std::vector<cpu::LaunchConfig> cands;
     if constexpr (requires { pr.args.epilogue; })
-      cands = cuda::gemm_candidates(pr.gemm_plan.get(), cuda::small_gemm_applies(pr.args, Desc::has_epilogue));
+      cands = cuda::gemm_candidates(pr.gemm_plan.get(), cuda::small_gemm_applies(pr.args, Desc::has_epilogue),
+                                    cuda::tc_gemm_applies(pr.args, Desc::has_epilogue));
     else cands = cuda::candidates<Desc>();
     TuneRecord best{{}, 1e300};
     std::string notes;
     cuda::Event e0, e1;
-    // A kernel launched to start while the one before it finishes (overlap_previous: the small
-    // product's dependent launch) is timed as two launches back to back, the second overlapping
-    // the first as it overlaps its predecessor in a call, and half the pair's time counted:
-    // timed alone, the overlap that makes it the faster candidate does not show (W4 at batch 1
-    // tuned to a slower candidate). Not with the real predecessor: running that one again could
-    // read arena bytes this kernel has since written (values whose lifetimes do not meet share
-    // bytes).
-    bool pairs = false;
-    if constexpr (requires { pr.args.epilogue; }) pairs = overlap_previous<G>(st);  // a GEMM
+    // A GEMM's candidates are timed as a CUDA graph of two launches back to back, replayed, half
+    // the replay counted: as a call's graph runs them. Launched directly, a candidate's host
+    // cost (cuBLASLt's is several microseconds a call) showed as idle GPU time between the events
+    // and favoured kiln's kernels on small products (W4 at batch 16 tuned to a slower kernel);
+    // and the second launch overlaps the first as a kernel launched to overlap its predecessor
+    // (the small product's dependent launch) does in a call, where timed alone that overlap did
+    // not show (W4 at batch 1 tuned to a slower candidate). Not with the real predecessor:
+    // running that one again could read arena bytes this kernel has since written (values whose
+    // lifetimes do not meet share bytes). Other kernels: launched directly between the events.
+    constexpr bool graphed = requires { pr.args.epilogue; };
     for (const cpu::LaunchConfig& c : cands) {
       pr.cuda_config = c;
       try {
@@ -909,12 +911,25 @@ class Compiled {
         continue;
       }
       float best_ms = 1e30f;
-      for (int rep = 0; rep < 3; ++rep) {
-        KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
-        launch_cuda<G>(st, stream);
-        if (pairs) launch_cuda<G>(st, stream);
-        KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
-        best_ms = std::min(best_ms, e1.since(e0) / (pairs ? 2.0f : 1.0f));
+      if constexpr (graphed) {
+        const cuda::CapturedLaunches pair(stream, [&] {
+          launch_cuda<G>(st, stream);
+          launch_cuda<G>(st, stream);
+        });
+        pair.launch(stream);  // the graph's first replay uploads it
+        for (int rep = 0; rep < 3; ++rep) {
+          KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
+          pair.launch(stream);
+          KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
+          best_ms = std::min(best_ms, e1.since(e0) / 2.0f);
+        }
+      } else {
+        for (int rep = 0; rep < 3; ++rep) {
+          KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
+          launch_cuda<G>(st, stream);
+          KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
+          best_ms = std::min(best_ms, e1.since(e0));
+        }
       }
       notes += (notes.empty() ? "" : "; ") + describe_cuda<Desc>(c) + " " + std::to_string(best_ms) + " ms";
       if (best_ms < best.ms) best = {c, best_ms};
@@ -923,12 +938,14 @@ class Compiled {
     cache.store(key, best);
     ++stats_.tuned;
     st.tune_notes[G] = "chose " + describe_cuda<Desc>(best.config) + "; candidates" +
-                       (pairs ? " (each timed as two overlapping launches, per launch)" : "") + ": " + notes;
+                       (graphed ? " (each timed as a graph of two launches, per launch)" : "") + ": " + notes;
   }
   template <class Desc>
   static std::string describe_cuda(const cpu::LaunchConfig& c) {
     if constexpr (requires { Desc::acc_slot; }) {  // a GEMM
       if (c.variant >= cuda::kLtAlgo) return "cuBLASLt algorithm " + std::to_string(c.variant - cuda::kLtAlgo);
+      if (c.variant == cuda::kTcGemm && c.chunks == cuda::kTcWgmma) return "kiln's wgmma kernel, 128 x 128 tiles";
+      if (c.variant == cuda::kTcGemm) return std::string("kiln's mma.sync kernel, ") + (c.chunks == 1 ? "64 x 64" : "128 x 128") + " tiles";
       return "default (the small-product kernel where it applies)";
     }
     std::string s = std::to_string(c.threads) + " threads/block";

@@ -280,8 +280,48 @@ struct kernel_args<SmallGemm<Desc>> {
   using type = cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>;
 };
 
+// kiln's tensor-core kernels (tc_gemm.cuh): where they apply, 16-bit elements, one matrix, A
+// and B row-major with rows of whole 16-byte chunks (k, n and the row strides multiples of 8,
+// pointers 16-byte aligned), and an epilogue, if any, over the product's own rows. Variants
+// (config.chunks): 0 and 1 mma.sync with tiles of 128 x 128 and 64 x 64 (products with few
+// tiles); kTcWgmma Hopper's wgmma with 128 x 128 tiles, where the kernels were built for sm_90a
+// (KILN_CUDA_SM90A, set by kiln_cuda_executable) and the device has compute capability 9.0.
+inline constexpr int kTcMmaShapes = 2;
+inline constexpr int kTcWgmma = 2;
+inline std::vector<int> tc_variants() {
+  std::vector<int> v;
+  if (!device_has_tensor_mma()) return v;
+  for (int shape = 0; shape < kTcMmaShapes; ++shape) v.push_back(shape);
+#if defined(KILN_CUDA_SM90A)
+  if (device_is_sm90()) v.push_back(kTcWgmma);
+#endif
+  return v;
+}
+template <class G>
+bool tc_gemm_applies(const G& g, bool has_epilogue) {
+  using S = std::remove_cvref_t<decltype(*g.acc)>;
+  if constexpr (sizeof(S) != 2) {
+    return false;
+  } else {
+    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    if (g.batch != 1 || g.m < 1 || g.n < 1 || g.k < 1) return false;
+    if (g.a.col != 1 || g.b.col != 1 || g.a.row % 8 != 0 || g.b.row % 8 != 0 || g.k % 8 != 0 || g.n % 8 != 0) return false;
+    if (!aligned(g.a.ptr) || !aligned(g.b.ptr) || !aligned(g.acc)) return false;
+    if (has_epilogue && !aligned(g.epilogue.out)) return false;
+    return !has_epilogue || (g.in_place && g.epilogue.rows == g.m && g.epilogue.len == g.n);
+  }
+}
+template <class Desc>
+struct TcGemm {};
+template <class Desc>
+struct kernel_args<TcGemm<Desc>> {
+  using type = cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>;
+};
+
 // config.variant of a GEMM: 0 the default (the small-product kernel where it applies, else the
-// heuristic's first algorithm); kLtAlgo + i the heuristic's algorithm i.
+// heuristic's first algorithm); kTcGemm kiln's tensor-core kernel (config.chunks its tile
+// shape); kLtAlgo + i the heuristic's algorithm i.
+inline constexpr int kTcGemm = 8;
 inline constexpr int kLtAlgo = 16;
 // config.chunks of the small-product kernel's launch: kOverlapPrevious lets it start while the
 // previous kernel on the stream runs (run_gemm's overlap_previous).
@@ -299,6 +339,12 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
               const cpu::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
+  if constexpr (sizeof(T) == 2) {
+    if (cfg.variant == kTcGemm && tc_gemm_applies(g, Desc::has_epilogue) && device_has_tensor_mma()) {
+      launch<TcGemm<Desc>>(g, cfg, stream, nullptr);
+      return;
+    }
+  }
   if (cfg.variant == 0 && small_gemm_applies(g, Desc::has_epilogue) && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 &&
       device_has_clusters()) {
     cpu::LaunchConfig small = cfg;
@@ -329,11 +375,14 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
 }
 
-// MaxAutotune's GEMM candidates: the small-product kernel where it applies, and the
-// heuristic's first algorithms (none for an empty product).
-inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool small) {
+// MaxAutotune's GEMM candidates: the small-product kernel where it applies, kiln's tensor-core
+// kernel's tile shapes where it applies, and the heuristic's first algorithms (none for an
+// empty product).
+inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool small, bool tensor_cores) {
   std::vector<cpu::LaunchConfig> c;
   if (small) c.push_back({0, 0, 0, 0});
+  if (tensor_cores)
+    for (int variant : tc_variants()) c.push_back({0, variant, kTcGemm, 0});
   for (int i = 0; i < (plan ? std::min(plan->nalgos, 4) : 1); ++i) c.push_back({0, 0, kLtAlgo + i, 0});
   return c;
 }

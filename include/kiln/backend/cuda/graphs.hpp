@@ -15,6 +15,43 @@
 
 namespace kiln::cuda {
 
+// The graph of what launch_all() enqueues on `stream` (captured, not run).
+template <class Launch>
+cudaGraph_t capture_graph(cudaStream_t stream, Launch& launch_all) {
+  KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    launch_all();
+  } catch (...) {
+    (void)cudaStreamEndCapture(stream, &graph);
+    if (graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    throw;
+  }
+  KILN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  return graph;
+}
+
+// One captured and instantiated graph, replayed by launch(): MaxAutotune times GEMM candidates
+// so, as a call's graph runs them (compiled.hpp, tune_cuda).
+class CapturedLaunches {
+ public:
+  template <class Launch>
+  CapturedLaunches(cudaStream_t stream, Launch&& launch_all) {
+    cudaGraph_t graph = capture_graph(stream, launch_all);
+    const cudaError_t e = cudaGraphInstantiate(&exec_, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    KILN_CUDA_CHECK(e);
+  }
+  CapturedLaunches(const CapturedLaunches&) = delete;
+  CapturedLaunches& operator=(const CapturedLaunches&) = delete;
+  ~CapturedLaunches() { (void)cudaGraphExecDestroy(exec_); }
+  void launch(cudaStream_t stream) const { KILN_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 class GraphCache {
  public:
   static constexpr std::size_t kMaxGraphs = 4;
@@ -36,7 +73,7 @@ class GraphCache {
         KILN_CUDA_CHECK(cudaGraphLaunch(entries_.front().exec, stream));
         return;
       }
-    cudaGraph_t graph = capture(stream, launch_all);
+    cudaGraph_t graph = capture_graph(stream, launch_all);
     cudaGraphExec_t exec = nullptr;
     if (entries_.size() == kMaxGraphs) {
       Entry& lru = entries_.back();
@@ -69,21 +106,6 @@ class GraphCache {
     std::vector<const void*> key;
     cudaGraphExec_t exec;
   };
-  template <class Launch>
-  static cudaGraph_t capture(cudaStream_t stream, Launch& launch_all) {
-    KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    cudaGraph_t graph = nullptr;
-    try {
-      launch_all();
-    } catch (...) {
-      (void)cudaStreamEndCapture(stream, &graph);
-      if (graph) (void)cudaGraphDestroy(graph);
-      (void)cudaGetLastError();
-      throw;
-    }
-    KILN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    return graph;
-  }
   std::vector<Entry> entries_;  // most recently used first
   long captures_ = 0, replays_ = 0;
 };

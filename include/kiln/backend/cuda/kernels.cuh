@@ -5,6 +5,7 @@
 #include "kiln/backend/cuda/reduce_kernel.cuh"
 #include "kiln/backend/cuda/row_kernel.cuh"
 #include "kiln/backend/cuda/small_gemm.cuh"
+#include "kiln/backend/cuda/tc_gemm.cuh"
 
 namespace kiln::cuda {
 
@@ -26,6 +27,10 @@ struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
 template <class Desc>
 struct kernel_impl<SmallGemm<Desc>> {
   using type = SmallGemmCuda<Desc>;
+};
+template <class Desc>
+struct kernel_impl<TcGemm<Desc>> {
+  using type = TcGemmCuda<Desc>;
 };
 template <class... Descs>
 struct kernel_impl<ScalarBatch<Descs...>> {

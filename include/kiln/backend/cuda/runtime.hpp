@@ -51,17 +51,24 @@ inline int current_device() {
   return d;
 }
 
-// Whether the current device launches thread-block clusters (compute capability 9.0 and up:
-// Hopper), which the small-product kernel needs. Asked once per device and thread.
-inline bool device_has_clusters() {
-  thread_local std::unordered_map<int, bool> known;
+// The current device's compute capability as 10 major + minor (90: Hopper). Asked once per
+// device and thread.
+inline int compute_capability() {
+  thread_local std::unordered_map<int, int> known;
   const int d = current_device();
   auto it = known.find(d);
   if (it != known.end()) return it->second;
-  int major = 0;
+  int major = 0, minor = 0;
   KILN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
-  return known.emplace(d, major >= 9).first->second;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d));
+  return known.emplace(d, 10 * major + minor).first->second;
 }
+// Thread-block clusters (9.0 on: Hopper), which the small-product kernel needs.
+inline bool device_has_clusters() { return compute_capability() >= 90; }
+// mma.sync for 16-bit operands (8.0 on), which kiln's mma.sync GEMM kernel needs.
+inline bool device_has_tensor_mma() { return compute_capability() >= 80; }
+// 9.0 exactly, where code built for sm_90a (kiln's wgmma GEMM kernel) runs.
+inline bool device_is_sm90() { return compute_capability() == 90; }
 
 // The current device as MaxAutotune's cache keys name it: model, compute capability, driver.
 inline std::string device_id() {

@@ -41,10 +41,17 @@ struct PreloadedEpilogue {
   template <class EArgs>
   __device__ __forceinline__ void load(const EArgs& ea, index_t i, index_t j) {
     if constexpr (Desc::has_epilogue) {
-#pragma unroll
-      for (int k = 0; k < NC; ++k) c[k] = ea.consts[k];
       const S* ptr[NL > 0 ? NL : 1];
       cpu::row_pointers(ea, i, ptr);
+      load_in_row(ea, ptr, j);
+    }
+  }
+  // The same, given row i's pointers (cpu::row_pointers), for several elements of one row.
+  template <class EArgs>
+  __device__ __forceinline__ void load_in_row(const EArgs& ea, const S* const* ptr, index_t j) {
+    if constexpr (Desc::has_epilogue) {
+#pragma unroll
+      for (int k = 0; k < NC; ++k) c[k] = ea.consts[k];
 #pragma unroll
       for (int s = 0; s < NL; ++s)
         if (s != Desc::acc_slot && loads_slot(kReads, s)) v[s] = widen(ptr[s][j * ea.inner[s]]);
