@@ -373,9 +373,10 @@ struct TcGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     launch_after_previous<kernel>(blocks, dim3((BM / WTM) * (BN / WTN) * 32), smem, stream, g);
   }
   // Hopper's wgmma kernel: 128 x 128 tiles, two warpgroups, Stages stages of k = 64 (and 1 KiB
-  // to align the first to the swizzle's 1024 bytes). Three stages (97 KiB) let two blocks share
-  // an SM: W4's products at B = 4096 took 0.078 / 0.064 ms so, against 0.093 / 0.069 with four
-  // stages and one block per SM (MaxAutotune's graph-timed figures).
+  // to align the first to the swizzle's 1024 bytes). Three stages (97 KiB) and the launch
+  // bounds' 128 registers (ptxas: no spills) let two blocks share an SM: W4's products at
+  // B = 4096 take 0.072 / 0.062 ms so, against 0.093 / 0.069 with four stages and 138 registers,
+  // one block per SM (MaxAutotune's graph-timed figures, eleventh session).
   template <int Stages>
   static void launch_wgmma(const Args& g, cudaStream_t stream) {
     constexpr auto kernel = &wgmma_gemm_kernel<Desc, Stages, Args>;
