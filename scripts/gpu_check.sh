@@ -2,8 +2,7 @@
 # On a machine with a CUDA GPU: builds the CUDA tests (unless KILN_GPU_BIN names a folder of
 # prebuilt ones), runs them, then compute-sanitizer: memcheck on test_cuda_ops, _modes, _dtypes,
 # _ops_suites and _reduce; racecheck on the row-reduction cases and the tensor-core GEMM kernels
-# (shared memory). Logs go to
-# ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
+# (shared memory). Logs go to ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
 # KILN_SANITIZE=0 skips the sanitizers; KILN_SANITIZE=only runs just them.
 set -uo pipefail
 cd "$(dirname "$0")/.."

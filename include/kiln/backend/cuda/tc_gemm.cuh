@@ -262,15 +262,18 @@ __device__ __forceinline__ void mma_64x128x16(float (&d)[64], std::uint64_t a, s
 
 }  // namespace wg
 
-inline constexpr int kWgBK = 64;  // k per stage: one 128-byte line of A
+inline constexpr int kWgBK = 64;      // k per stage: one 128-byte line of A
+inline constexpr int kWgStages = 3;   // a stage is refilled two steps after its multiplies were issued
+inline constexpr std::uint32_t kWgStageBytes = (128 * kWgBK + kWgBK * 128) * 2;  // A's and B's tiles
 
-template <class Desc, int Stages, class Args>
-__global__ void __launch_bounds__(256, Stages == 3 ? 2 : 1) wgmma_gemm_kernel(const Args g) {
+// Two blocks per SM: 128 registers (ptxas: no spills), 97 KiB of shared memory each.
+template <class Desc, class Args>
+__global__ void __launch_bounds__(256, 2) wgmma_gemm_kernel(const Args g) {
   await_previous_kernel();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = typename Desc::value_type;
-  constexpr int BM = 128, BN = 128, BK = kWgBK, Threads = 256;
-  constexpr std::uint32_t StageA = BM * BK * 2, StageBytes = StageA + BK * BN * 2, HalfB = BK * 128;
+  constexpr int BM = 128, BN = 128, BK = kWgBK, Threads = 256, Stages = kWgStages;
+  constexpr std::uint32_t StageA = BM * BK * 2, StageBytes = kWgStageBytes, HalfB = BK * 128;
   static_assert(Stages >= 3, "kiln: a stage is refilled two steps after its multiplies were issued");
   extern __shared__ unsigned char wg_smem[];
   const std::uint32_t base = (tc::smem_address(wg_smem) + 1023u) & ~1023u;  // swizzle atoms: 1024-byte aligned
@@ -346,6 +349,17 @@ __global__ void __launch_bounds__(256, Stages == 3 ? 2 : 1) wgmma_gemm_kernel(co
 #endif
 }
 
+// A kernel launched with more than 48 KiB of dynamic shared memory must opt in, once per device.
+template <auto Kernel>
+void allow_dynamic_smem(std::size_t bytes) {
+  thread_local std::unordered_map<int, bool> opted;
+  const int device = current_device();
+  if (!opted[device]) {
+    KILN_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    opted[device] = true;
+  }
+}
+
 template <class Desc>
 struct TcGemmCuda;
 template <class T, class Epi, int AccSlot, int NL, int NC>
@@ -362,31 +376,19 @@ struct TcGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     if (arch < 80)
       throw DeviceError("matmul on cuda: the tensor-core kernel was built for compute_" + std::to_string(arch) +
                         "; it needs sm_80 code or later (build with CMAKE_CUDA_ARCHITECTURES 90)");
-    // Over 48 KiB of dynamic shared memory needs the kernel's opt-in, once per device.
-    thread_local std::unordered_map<int, bool> opted;
-    const int device = current_device();
-    if (!opted[device]) {
-      KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      opted[device] = true;
-    }
+    allow_dynamic_smem<kernel>(smem);
     const dim3 blocks(static_cast<unsigned>((g.n + BN - 1) / BN), static_cast<unsigned>((g.m + BM - 1) / BM));
     launch_after_previous<kernel>(blocks, dim3((BM / WTM) * (BN / WTN) * 32), smem, stream, g);
   }
-  // Hopper's wgmma kernel: 128 x 128 tiles, two warpgroups, Stages stages of k = 64 (and 1 KiB
+  // Hopper's wgmma kernel: 128 x 128 tiles, two warpgroups, three stages of k = 64 (and 1 KiB
   // to align the first to the swizzle's 1024 bytes). Three stages (97 KiB) and the launch
   // bounds' 128 registers (ptxas: no spills) let two blocks share an SM: W4's products at
   // B = 4096 take 0.072 / 0.062 ms so, against 0.093 / 0.069 with four stages and 138 registers,
   // one block per SM (MaxAutotune's graph-timed figures, eleventh session).
-  template <int Stages>
   static void launch_wgmma(const Args& g, cudaStream_t stream) {
-    constexpr auto kernel = &wgmma_gemm_kernel<Desc, Stages, Args>;
-    constexpr std::size_t smem = static_cast<std::size_t>(Stages) * (128 * kWgBK + kWgBK * 128) * 2 + 1024;
-    thread_local std::unordered_map<int, bool> opted;
-    const int device = current_device();
-    if (!opted[device]) {
-      KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      opted[device] = true;
-    }
+    constexpr auto kernel = &wgmma_gemm_kernel<Desc, Args>;
+    constexpr std::size_t smem = std::size_t{kWgStages} * kWgStageBytes + 1024;
+    allow_dynamic_smem<kernel>(smem);
     const dim3 blocks(static_cast<unsigned>((g.n + 127) / 128), static_cast<unsigned>((g.m + 127) / 128));
     launch_after_previous<kernel>(blocks, dim3(256), smem, stream, g);
   }
@@ -395,7 +397,7 @@ struct TcGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     switch (cfg.chunks) {
       case 1: launch_shape<64, 64, 32, 32>(g, stream); break;
 #if defined(KILN_CUDA_SM90A)
-      case kTcWgmma: launch_wgmma<3>(g, stream); break;
+      case kTcWgmma: launch_wgmma(g, stream); break;
 #endif
       default: launch_shape<128, 128, 64, 64>(g, stream);
     }
