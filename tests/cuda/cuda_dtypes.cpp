@@ -133,11 +133,12 @@ TEST_CASE("cuBLASLt bias and relu epilogues") {
   lt_epilogues<kiln::bf16>();
 }
 
-// kiln's tensor-core GEMM kernels (tc_gemm.cuh), launched directly, each variant (mma.sync's
-// two tile shapes; wgmma where built for sm_90a and run on Hopper): m, n
-// and k not multiples of the tiles (zero-filled edges), one k step and many, with the exact
-// gelu of acc + bias as its epilogue (what cuBLASLt cannot express) and without; bf16 and f16,
-// against float64 on the 16-bit inputs. The reference rounds the product to S where the
+// kiln's tensor-core GEMM kernels (tc_gemm.cuh), launched directly, each variant (mma.sync;
+// on Hopper where built for sm_90a, wgmma fed by TMA): m, n and k not multiples of
+// the tiles (zero-filled edges), one k step and many (the TMA kernel's ring of stages wrapping
+// three times), more tiles than SMs (the persistent TMA kernel's blocks taking several tiles,
+// both consumers busy), with the exact gelu of acc + bias as its epilogue (what cuBLASLt cannot
+// express) and without; bf16 and f16, against float64 on the 16-bit inputs. The reference rounds the product to S where the
 // cuBLASLt path stores it; the fused kernel rounds once, after the epilogue (within the bound).
 template <class S, class Desc>
 void tc_gemm_case(std::size_t m, std::size_t n, std::size_t k, int shape) {
@@ -169,13 +170,21 @@ void tc_gemm_cases() {
   using Plain = kiln::lower::GemmKernel<S, LLoad<0>, 0, 1, 0>;
   using GeluBias = kiln::lower::GemmKernel<S, LOp<kiln::Gelu, LOp<kiln::Add, LLoad<0>, LLoad<1>>>, 0, 2, 0>;
   for (int shape : kiln::cuda::tc_variants()) {
-    for (const auto& mnk : std::array<std::array<std::size_t, 3>, 5>{
-             {{1, 8, 8}, {37, 136, 40}, {300, 264, 776}, {128, 256, 32}, {513, 520, 1000}}}) {
+    for (const auto& mnk : std::array<std::array<std::size_t, 3>, 7>{
+             {{1, 8, 8}, {37, 136, 40}, {300, 264, 776}, {128, 256, 32}, {513, 520, 1000}, {260, 8, 1288}, {1100, 4104, 24}}}) {
       CAPTURE(shape);
       CAPTURE(mnk);
       tc_gemm_case<S, Plain>(mnk[0], mnk[1], mnk[2], shape);
       tc_gemm_case<S, GeluBias>(mnk[0], mnk[1], mnk[2], shape);
     }
+  }
+  // The persistent TMA kernel with over twice as many tiles as an H200 has SMs and four k steps
+  // a tile: a block's consumers take turns on two or three tiles, and its ring of six stages
+  // wraps, so each consumer waits for stages the other one used last.
+  const auto variants = kiln::cuda::tc_variants();
+  if (std::find(variants.begin(), variants.end(), kiln::cuda::kTcWgmmaTma) != variants.end()) {
+    tc_gemm_case<S, Plain>(1100, 4104, 200, kiln::cuda::kTcWgmmaTma);
+    tc_gemm_case<S, GeluBias>(1100, 4104, 200, kiln::cuda::kTcWgmmaTma);
   }
 }
 TEST_CASE("kiln's tensor-core GEMM kernel: tile shapes, edges, the exact-gelu epilogue") {
@@ -204,8 +213,8 @@ TEST_CASE("MaxAutotune: the tensor-core kernel is a candidate for bf16 GEMMs") {
   const std::string plan = tuned.explain();
   CHECK(plan.find("kiln's mma.sync kernel") != std::string::npos);
   const auto variants = kiln::cuda::tc_variants();
-  if (std::find(variants.begin(), variants.end(), kiln::cuda::kTcWgmma) != variants.end())
-    CHECK(plan.find("kiln's wgmma kernel") != std::string::npos);
+  if (std::find(variants.begin(), variants.end(), kiln::cuda::kTcWgmmaTma) != variants.end())
+    CHECK(plan.find("kiln's wgmma kernel fed by TMA") != std::string::npos);
   CHECK(tuned.autotune_stats().tuned > 0);
   std::filesystem::remove_all(dir);
   if (before) setenv("KILN_CACHE_DIR", kept.c_str(), 1);

@@ -885,7 +885,7 @@ class Compiled {
     std::vector<cpu::LaunchConfig> cands;
     if constexpr (requires { pr.args.epilogue; })
       cands = cuda::gemm_candidates(pr.gemm_plan.get(), cuda::small_gemm_applies(pr.args, Desc::has_epilogue),
-                                    cuda::tc_gemm_applies(pr.args, Desc::has_epilogue));
+                                    cuda::tc_gemm_offered<Desc> && cuda::tc_gemm_applies(pr.args, Desc::has_epilogue));
     else cands = cuda::candidates<Desc>();
     TuneRecord best{{}, 1e300};
     std::string notes;
@@ -944,8 +944,8 @@ class Compiled {
   static std::string describe_cuda(const cpu::LaunchConfig& c) {
     if constexpr (requires { Desc::acc_slot; }) {  // a GEMM
       if (c.variant >= cuda::kLtAlgo) return "cuBLASLt algorithm " + std::to_string(c.variant - cuda::kLtAlgo);
-      if (c.variant == cuda::kTcGemm && c.chunks == cuda::kTcWgmma) return "kiln's wgmma kernel, 128 x 128 tiles";
-      if (c.variant == cuda::kTcGemm) return std::string("kiln's mma.sync kernel, ") + (c.chunks == 1 ? "64 x 64" : "128 x 128") + " tiles";
+      if (c.variant == cuda::kTcGemm && c.chunks == cuda::kTcWgmmaTma) return "kiln's wgmma kernel fed by TMA, persistent, 128 x 128 tiles";
+      if (c.variant == cuda::kTcGemm) return "kiln's mma.sync kernel, 64 x 64 tiles";
       return "default (the small-product kernel where it applies)";
     }
     std::string s = std::to_string(c.threads) + " threads/block";

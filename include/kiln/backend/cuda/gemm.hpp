@@ -283,20 +283,32 @@ struct kernel_args<SmallGemm<Desc>> {
 // kiln's tensor-core kernels (tc_gemm.cuh): where they apply, 16-bit elements, one matrix, A
 // and B row-major with rows of whole 16-byte chunks (k, n and the row strides multiples of 8,
 // pointers 16-byte aligned), and an epilogue, if any, over the product's own rows. Variants
-// (config.chunks): 0 and 1 mma.sync with tiles of 128 x 128 and 64 x 64 (products with few
-// tiles); kTcWgmma Hopper's wgmma with 128 x 128 tiles, where the kernels were built for sm_90a
-// (KILN_CUDA_SM90A, set by kiln_cuda_executable) and the device has compute capability 9.0.
-inline constexpr int kTcMmaShapes = 2;
-inline constexpr int kTcWgmma = 2;
+// (config.chunks): kTcMma mma.sync with 64 x 64 tiles (sm_80 on); kTcWgmmaTma on Hopper, where
+// the kernels were built for sm_90a (KILN_CUDA_SM90A, set by kiln_cuda_executable) and the
+// device has compute capability 9.0: wgmma fed by TMA from a producer warpgroup, persistent,
+// two consumers taking turns on 128 x 128 tiles. Dropped in the twelfth session, slower at
+// every W4 shape (docs/notes/cuda-status.md): mma.sync's 128 x 128 tiles (chunks 0) and the
+// wgmma kernel fed by cp.async (chunks 2); a cached choice of either runs the 64 x 64 mma.sync.
+inline constexpr int kTcMma = 1;
+inline constexpr int kTcWgmmaTma = 3;
 inline std::vector<int> tc_variants() {
   std::vector<int> v;
   if (!device_has_tensor_mma()) return v;
-  for (int shape = 0; shape < kTcMmaShapes; ++shape) v.push_back(shape);
+  v.push_back(kTcMma);
 #if defined(KILN_CUDA_SM90A)
-  if (device_is_sm90()) v.push_back(kTcWgmma);
+  if (device_is_sm90()) v.push_back(kTcWgmmaTma);
 #endif
   return v;
 }
+// Whether a GEMM kernel gets kiln's tensor-core kernels as candidates (and so instantiates
+// them): 16-bit elements and an epilogue that cuBLASLt cannot apply itself (an exact gelu, a
+// residual add). Where cuBLASLt applies the epilogue, or there is none, it is the faster
+// (docs/notes/cuda-status.md), and each kernel instantiated costs build time in every CUDA
+// translation unit. Decided by the epilogue's kind alone: a bias epilogue that cuBLASLt leaves
+// to the row kernel at plan time (a bias that is not a row vector) gets no candidates either.
+template <class Desc>
+inline constexpr bool tc_gemm_offered = sizeof(typename Desc::value_type) == 2 && Desc::has_epilogue &&
+                                        lt_epilogue_of<typename Desc::epilogue, Desc::acc_slot>::kind == CUBLASLT_EPILOGUE_DEFAULT;
 template <class G>
 bool tc_gemm_applies(const G& g, bool has_epilogue) {
   using S = std::remove_cvref_t<decltype(*g.acc)>;
@@ -339,7 +351,7 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
               const cpu::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
-  if constexpr (sizeof(T) == 2) {
+  if constexpr (tc_gemm_offered<Desc>) {
     if (cfg.variant == kTcGemm && tc_gemm_applies(g, Desc::has_epilogue) && device_has_tensor_mma()) {
       launch<TcGemm<Desc>>(g, cfg, stream, nullptr);
       return;

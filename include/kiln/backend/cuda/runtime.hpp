@@ -51,18 +51,22 @@ inline int current_device() {
   return d;
 }
 
-// The current device's compute capability as 10 major + minor (90: Hopper). Asked once per
-// device and thread.
-inline int compute_capability() {
-  thread_local std::unordered_map<int, int> known;
+// An attribute of the current device, asked once per device and thread.
+inline int device_attribute(cudaDeviceAttr attribute) {
+  thread_local std::map<std::pair<int, int>, int> known;
   const int d = current_device();
-  auto it = known.find(d);
-  if (it != known.end()) return it->second;
-  int major = 0, minor = 0;
-  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
-  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d));
-  return known.emplace(d, 10 * major + minor).first->second;
+  const auto key = std::pair<int, int>(d, static_cast<int>(attribute));
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int value = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, d));
+  return known.emplace(key, value).first->second;
 }
+// The current device's compute capability as 10 major + minor (90: Hopper).
+inline int compute_capability() {
+  return 10 * device_attribute(cudaDevAttrComputeCapabilityMajor) + device_attribute(cudaDevAttrComputeCapabilityMinor);
+}
+// The current device's streaming multiprocessors (a persistent kernel's grid).
+inline int multiprocessors() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 // Thread-block clusters (9.0 on: Hopper), which the small-product kernel needs.
 inline bool device_has_clusters() { return compute_capability() >= 90; }
 // mma.sync for 16-bit operands (8.0 on), which kiln's mma.sync GEMM kernel needs.

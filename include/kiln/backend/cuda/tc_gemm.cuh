@@ -1,8 +1,8 @@
 // kiln: GEMM + epilogue on tensor cores, kiln's own kernels, for 16-bit operands (bf16, f16)
-// with float accumulation: the epilogue is applied to the accumulators in registers, so an
-// epilogue cuBLASLt cannot express (an exact gelu, a residual add) costs no pass over the
-// product. MaxAutotune times them against cuBLASLt (gemm_candidates); the default is cuBLASLt,
-// which is faster today (docs/notes/cuda-status.md has the figures).
+// with float accumulation: the epilogue is applied to the float sums before they are rounded
+// and stored, so an epilogue cuBLASLt cannot express (an exact gelu, a residual add) costs no
+// pass over the product. MaxAutotune times them against cuBLASLt and its row pass
+// (gemm_candidates); the default is cuBLASLt (docs/notes/cuda-status.md has the figures).
 //
 // C[m x n] = A[m x k] B[k x n], both row-major (rows of whole 16-byte chunks, k and n multiples
 // of 8). Two kernels:
@@ -13,10 +13,13 @@
 //   with .trans: B is k-major in memory, the mma wants it column-major); rows are stored with
 //   their 16-byte chunks permuted (XOR of the chunk index with row bits) so that the 8 rows one
 //   ldmatrix reads fall in 8 different bank groups.
-// - wgmma_gemm_kernel (sm_90a, Hopper): two warpgroups multiply a 128 x 128 tile by `wgmma`
-//   straight from shared memory (below).
+// - wgmma_tma_gemm_kernel (sm_90a, Hopper): persistent, warp-specialized; a producer warpgroup
+//   loads the operands by TMA, two consumer warpgroups take turns multiplying 128 x 128 tiles
+//   by `wgmma` straight from shared memory and applying the epilogue (below).
 #pragma once
 #include <cstdint>
+
+#include <cudaTypedefs.h>  // CUtensorMap and the driver function's type (no link to libcuda)
 
 #include "kiln/backend/cuda/small_gemm.cuh"
 
@@ -77,28 +80,39 @@ __device__ __forceinline__ std::uint32_t b_offset(int r, int c) {
 
 }  // namespace tc
 
-// Outputs (row, col) and (row, col + 1) of the product from their sums: through the epilogue
-// (its loads read from the row's pointers rp, cpu::row_pointers) or as they are, rounded once
-// to S and stored as one 4-byte word (col is even, n a multiple of 8).
-template <class Desc, class Args, class S = typename Desc::value_type>
-__device__ __forceinline__ void store_pair(const Args& g, index_t row, const S* const* rp, index_t col, float v0, float v1) {
+// Outputs (row, col) and (row, col + 1) for J pairs of columns col = col0 + 8 j of one row,
+// from their sums value(j, e): through the epilogue (its loads read from the row's pointers rp,
+// cpu::row_pointers) or as they are, each rounded once to S and stored as one 4-byte word (col
+// is even, n a multiple of 8). Every epilogue input of the J pairs is loaded before the first
+// store: a load the source places after a store cannot be moved above it (as far as the
+// compiler knows the output may alias an input), and loaded one pair at a time each load's
+// latency showed in full (ncu: the first use of each bias value was the epilogue's top stall).
+template <class Desc, int J, class Args, class Value, class S = typename Desc::value_type>
+__device__ __forceinline__ void store_pairs(const Args& g, index_t row, const S* const* rp, index_t col0, Value value) {
   struct alignas(4) Pair {
     S v[2];
   };
-  Pair p;
-  const float v[2] = {v0, v1};
+  PreloadedEpilogue<S, Desc> pre[Desc::has_epilogue ? J : 1][2];
+  if constexpr (Desc::has_epilogue)
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    float r = v[e];
-    if constexpr (Desc::has_epilogue) {
-      PreloadedEpilogue<S, Desc> pre;
-      pre.load_in_row(g.epilogue, rp, col + e);
-      r = pre.eval(r, col + e);
-    }
-    p.v[e] = narrow<S>(r);
-  }
+    for (int j = 0; j < J; ++j)
+      if (col0 + 8 * j < g.n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) pre[j][e].load_in_row(g.epilogue, rp, col0 + 8 * j + e);
   S* out = Desc::has_epilogue ? g.epilogue.out : g.acc;
-  *reinterpret_cast<Pair*>(out + row * g.n + col) = p;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const index_t col = col0 + 8 * j;
+    if (col >= g.n) continue;  // n even: col + 1 < n
+    Pair p;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float r = value(j, e);
+      if constexpr (Desc::has_epilogue) r = pre[j][e].eval(r, col + e);
+      p.v[e] = narrow<S>(r);
+    }
+    *reinterpret_cast<Pair*>(out + row * g.n + col) = p;
+  }
 }
 
 template <class Desc, int BM, int BN, int WTM, int WTN, class Args>
@@ -192,11 +206,7 @@ __global__ void __launch_bounds__((BM / WTM) * (BN / WTN) * 32, 1) tc_gemm_kerne
       if (row >= g.m) continue;
       const S* rp[Desc::nloads > 0 ? Desc::nloads : 1];
       if constexpr (Desc::has_epilogue) cpu::row_pointers(g.epilogue, row, rp);
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        const index_t col = n0 + wn * WTN + j * 8 + (lane & 3) * 2;
-        if (col < g.n) store_pair<Desc>(g, row, rp, col, acc[i][j][h * 2], acc[i][j][h * 2 + 1]);  // n even: col + 1 < n
-      }
+      store_pairs<Desc, NJ>(g, row, rp, n0 + wn * WTN + (lane & 3) * 2, [&](int j, int e) { return acc[i][j][h * 2 + e]; });
     }
 #else
   __trap();  // mma.sync of 16-bit types needs sm_80: run_gemm uses cuBLASLt before it
@@ -204,14 +214,13 @@ __global__ void __launch_bounds__((BM / WTM) * (BN / WTN) * 32, 1) tc_gemm_kerne
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hopper (sm_90a): the same product by wgmma, two warpgroups per block, each multiplying its
-// 64 rows of a 128 x 128 tile by k = 16 steps straight from shared memory (descriptors: no
-// ldmatrix, no fragments in registers), asynchronously, so the next stage's copies and the
-// multiplies overlap. Shared memory per stage: A's 128 x 64 tile K-major (a row of 64 values
-// is one 128-byte line), B's 64 x 128 tile N-major as two 64-column halves of 64 x 128 bytes;
-// both in the 128-byte swizzle (16-byte chunk c of line r stored at chunk c ^ (r mod 8), 1024-
-// byte aligned atoms of 8 lines), which the descriptors name. Built only where nvcc targets
-// sm_90a (wgmma is not in compute_90): KILN_CUDA_SM90A, set by CMake for CUDA architecture 90a.
+// Hopper (sm_90a): wgmma multiplies 64 rows by k = 16 straight from shared memory
+// (descriptors: no ldmatrix, no fragments in registers), asynchronously. Shared memory per
+// stage: A's 128 x 64 tile K-major (a row of 64 values is one 128-byte line), B's 64 x 128 tile
+// N-major as two 64-column halves of 64 x 128 bytes; both in the 128-byte swizzle (16-byte chunk
+// c of line r stored at chunk c ^ (r mod 8), 1024-byte aligned atoms of 8 lines), which the
+// descriptors name and TMA writes. Built only where nvcc targets sm_90a (wgmma, setmaxnreg are
+// not in compute_90): KILN_CUDA_SM90A, set by CMake for CUDA architecture 90a.
 namespace wg {
 
 // A shared-memory matrix descriptor: start address, leading and stride byte offsets, 128-byte
@@ -262,91 +271,252 @@ __device__ __forceinline__ void mma_64x128x16(float (&d)[64], std::uint64_t a, s
 
 }  // namespace wg
 
-inline constexpr int kWgBK = 64;      // k per stage: one 128-byte line of A
-inline constexpr int kWgStages = 3;   // a stage is refilled two steps after its multiplies were issued
-inline constexpr std::uint32_t kWgStageBytes = (128 * kWgBK + kWgBK * 128) * 2;  // A's and B's tiles
+inline constexpr int kWgBK = 64;  // k per stage: one 128-byte line of A
 
-// Two blocks per SM: 128 registers (ptxas: no spills), 97 KiB of shared memory each.
+// ---------------------------------------------------------------------------------------------
+// Hopper (sm_90a), warp-specialized and persistent ("ping-pong"): a block per SM, one producer
+// warpgroup and two consumer warpgroups. The block takes the tiles blockIdx.x, blockIdx.x +
+// gridDim.x, ... of 128 x 128; consumer c computes its tiles j = c, c + 2, ... whole, so that one
+// consumer's epilogue runs while the other's multiplies keep the tensor cores busy (the epilogue
+// of an exact gelu costs as much as the main loop: ncu, twelfth session). The producer's first
+// thread loads each k step by TMA (A's 128 x 64 box, B's two 64 x 64 boxes; the tensor maps'
+// 128-byte swizzle is the layout the wgmma descriptors name) into a ring of kTmaStages stages
+// guarded by mbarriers: full[s] completes when the stage's bytes have landed (expect_tx),
+// empty[s] when its consumer's multiplies of it are done. Steps are numbered across the block's
+// tiles (tile j's step kt is step j * steps + kt), which fixes each step's stage and phase for
+// producer and consumers alike. The consumers only wait and issue wgmmas (two m64n128k16 per
+// k = 16 step, one per 64-row half): no block barrier, no address arithmetic, no copies in their
+// loop. The producer gives registers back (setmaxnreg) to the consumers' accumulators.
+// The consumers take turns (two more mbarriers, turn[c]: the other consumer has waited for all
+// of its previous tile's stages): a barrier's wait names only the parity of the phase it waits
+// for, so a consumer must not wait for a stage's use u before its use u - 1 has completed, and
+// that use may belong to the other consumer's previous tile. Without the turns the second
+// consumer read stages a phase early and the kernel hung (twelfth session, W4's first product).
+namespace wg {
+
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, std::uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// One arrival that also announces `bytes` of transactions (the stage's TMA loads) to come.
+__device__ __forceinline__ void mbar_expect_bytes(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Until the barrier's phase of this parity has completed (a fresh barrier is in phase 0; the
+// phase before it, of parity 1, counts as complete).
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// The box at (c0, c1) (innermost coordinate first) of the tensor map's matrix into shared memory
+// at dst, completing `bytes` of the barrier's transactions; zeros where the box passes the edges.
+__device__ __forceinline__ void tma_load(std::uint32_t dst, const CUtensorMap* map, int c0, int c1, std::uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+               "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+
+}  // namespace wg
+
+inline constexpr int kTmaStages = 6;
+inline constexpr std::uint32_t kTmaStageA = 128 * kWgBK * 2, kTmaStageBytes = kTmaStageA + kWgBK * 128 * 2;  // 32 KiB
+// Each consumer's epilogue stages a quarter of its tile (32 rows x 128 float sums) here.
+inline constexpr std::uint32_t kTmaQuarterBytes = 32 * 128 * 4;
+inline constexpr std::size_t kTmaSmemBytes =
+    std::size_t{kTmaStages} * kTmaStageBytes + 2 * kTmaQuarterBytes + 1024 + (2 * kTmaStages + 2) * 8;
+static_assert(kTmaSmemBytes <= 227 * 1024, "kiln: the TMA GEMM kernel's shared memory exceeds what a Hopper block can have");
+
+namespace wg {
+// The named barrier `id` of `threads` threads (0 is __syncthreads'): one consumer warpgroup's.
+__device__ __forceinline__ void sync_named(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+}  // namespace wg
+
+// The staged epilogue of one quarter of a consumer's tile: 32 rows (staged row sr is tile row
+// row_of(sr)) of 128 sums in shared memory, each row's 8-column blocks rotated by sr mod 4
+// blocks so that the accumulators' 8-byte writes meet no bank twice. 16 threads a row, 8
+// columns each: every epilogue input of the 8 loaded first, then computed, rounded once and
+// stored as one 16-byte word. A rolled loop (4 rows a thread): unrolled over the tile, the
+// epilogue's code (5400 instructions a warp for an exact gelu) missed the instruction cache
+// and ran at 0.16 instructions a cycle (ncu, twelfth session).
+template <class Desc, class Args, class RowOf>
+__device__ __forceinline__ void tma_epilogue_quarter(const Args& g, const float* stage, int t, int n0, RowOf row_of) {
+  using S = typename Desc::value_type;
+  const int col_block = t & 15;
+  const index_t col = n0 + 8 * col_block;
+#pragma unroll 1
+  for (int sr = t >> 4; sr < 32; sr += 8) {
+    const index_t row = row_of(sr);
+    if (row >= g.m || col >= g.n) continue;  // n a multiple of 8: the block is whole
+    const float* src = stage + sr * 128 + ((8 * col_block + 8 * (sr & 3)) & 127);
+    const float4 lo = *reinterpret_cast<const float4*>(src), hi = *reinterpret_cast<const float4*>(src + 4);
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    struct alignas(16) Eight {
+      S v[8];
+    } out;
+    if constexpr (Desc::has_epilogue) {
+      const S* rp[Desc::nloads > 0 ? Desc::nloads : 1];
+      cpu::row_pointers(g.epilogue, row, rp);
+      PreloadedEpilogue<S, Desc> pre[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) pre[e].load_in_row(g.epilogue, rp, col + e);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out.v[e] = narrow<S>(pre[e].eval(v[e], col + e));
+      *reinterpret_cast<Eight*>(g.epilogue.out + row * g.n + col) = out;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out.v[e] = narrow<S>(v[e]);
+      *reinterpret_cast<Eight*>(g.acc + row * g.n + col) = out;
+    }
+  }
+}
+
+// One block per SM (225 KiB of shared memory): 384 threads, the consumers at up to 232 registers
+// (ptxas allots 168 without spills).
 template <class Desc, class Args>
-__global__ void __launch_bounds__(256, 2) wgmma_gemm_kernel(const Args g) {
+__global__ void __launch_bounds__(384, 1)
+    wgmma_tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Args g) {
   await_previous_kernel();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = typename Desc::value_type;
-  constexpr int BM = 128, BN = 128, BK = kWgBK, Threads = 256, Stages = kWgStages;
-  constexpr std::uint32_t StageA = BM * BK * 2, StageBytes = kWgStageBytes, HalfB = BK * 128;
-  static_assert(Stages >= 3, "kiln: a stage is refilled two steps after its multiplies were issued");
+  constexpr int BM = 128, BN = 128, BK = kWgBK, Stages = kTmaStages;
+  constexpr std::uint32_t HalfB = BK * 64 * 2;  // one 64-column box of B: 64 lines of 128 bytes
   extern __shared__ unsigned char wg_smem[];
   const std::uint32_t base = (tc::smem_address(wg_smem) + 1023u) & ~1023u;  // swizzle atoms: 1024-byte aligned
+  const std::uint32_t quarters = base + Stages * kTmaStageBytes;  // the consumers' staged epilogues
+  const std::uint32_t full = quarters + 2 * kTmaQuarterBytes, empty = full + Stages * 8, turn = empty + Stages * 8;  // 8-byte mbarriers
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5, group = warp >> 2;
-  const index_t m0 = static_cast<index_t>(blockIdx.y) * BM, n0 = static_cast<index_t>(blockIdx.x) * BN;
+  const int tiles_n = static_cast<int>((g.n + BN - 1) / BN), tiles = tiles_n * static_cast<int>((g.m + BM - 1) / BM);
+  const int mine = (tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
   const int steps = static_cast<int>((g.k + BK - 1) / BK);
-
-  // Stage s <- step kt: A's 128 x 64 and B's 64 x 128 (zeros past m, n and k), swizzled.
-  auto fill = [&](int s, int kt) {
-    const std::uint32_t sa = base + static_cast<std::uint32_t>(s) * StageBytes, sb = sa + StageA;
-    const index_t k0 = static_cast<index_t>(kt) * BK;
-#pragma unroll
-    for (int i = 0; i < BM * BK / 8 / Threads; ++i) {
-      const int c = tid + i * Threads, r = c >> 3, ch = c & 7;
-      const index_t row = m0 + r, kk = k0 + ch * 8;
-      const bool in = row < g.m && kk < g.k;
-      tc::copy16(sa + static_cast<std::uint32_t>(r * 128 + ((ch ^ (r & 7)) << 4)), in ? g.a.ptr + row * g.a.row + kk : g.a.ptr,
-                 in ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < BK * BN / 8 / Threads; ++i) {
-      const int c = tid + i * Threads, r = c >> 4, ch = c & 15;
-      const index_t kk = k0 + r, col = n0 + ch * 8;
-      const bool in = kk < g.k && col < g.n;
-      tc::copy16(sb + static_cast<std::uint32_t>((ch >> 3) * HalfB + r * 128 + (((ch & 7) ^ (r & 7)) << 4)),
-                 in ? g.b.ptr + kk * g.b.row + col : g.b.ptr, in ? 16 : 0);
-    }
+  const auto tile_origin = [&](int j, int& m0, int& n0) {  // this block's tile j
+    const int t = static_cast<int>(blockIdx.x) + j * static_cast<int>(gridDim.x);
+    m0 = t / tiles_n * BM, n0 = t % tiles_n * BN;
   };
-
-  // The accumulators are not zeroed: the first multiply overwrites them (accumulate 0). An
-  // instruction writing them between wgmmas would make ptxas serialize the wgmmas.
-  float acc[64];
-#pragma unroll
-  for (int s = 0; s < Stages - 2; ++s) {
-    if (s < steps) fill(s, s);
-    tc::commit();
-  }
-  for (int kt = 0; kt < steps; ++kt) {
-    // Step kt's copies are done and visible to the tensor cores (the async proxy); the slot the
-    // next fill overwrites was read by step kt - 2's multiplies, which every warpgroup has
-    // waited for (wait<1> below, one step ago) before this barrier.
-    tc::wait_pending<Stages - 3>();
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-    if (kt + Stages - 2 < steps) fill((kt + Stages - 2) % Stages, kt + Stages - 2);
-    tc::commit();
-    const std::uint32_t sa = base + static_cast<std::uint32_t>(kt % Stages) * StageBytes, sb = sa + StageA;
-    wg::fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-      wg::mma_64x128x16<S>(acc, wg::descriptor(sa + static_cast<std::uint32_t>(group * 64 * 128 + kk * 32), 16, 1024),
-                           wg::descriptor(sb + static_cast<std::uint32_t>(kk * 16 * 128), HalfB, 1024), kt > 0 || kk > 0);
-    wg::commit();
-    wg::wait<1>();
-  }
-  wg::wait<0>();
-  tc::wait_pending<0>();
-
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const index_t row = m0 + group * 64 + (warp & 3) * 16 + (lane >> 2) + h * 8;
-    if (row >= g.m) continue;
-    const S* rp[Desc::nloads > 0 ? Desc::nloads : 1];
-    if constexpr (Desc::has_epilogue) cpu::row_pointers(g.epilogue, row, rp);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const index_t col = n0 + j * 8 + (lane & 3) * 2;
-      if (col < g.n) store_pair<Desc>(g, row, rp, col, acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1]);  // n even: col + 1 < n
+  if (tid == 0) {
+    for (int s = 0; s < Stages; ++s) {
+      wg::mbar_init(full + 8 * s, 1);   // the producer's arrival (with the stage's bytes)
+      wg::mbar_init(empty + 8 * s, 1);  // the consumer's arrival
     }
+    wg::mbar_init(turn, 1), wg::mbar_init(turn + 8, 1);  // the other consumer's arrival
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (group == 0) {  // the producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
+    if (tid == 0) {
+      int it = 0;
+      for (int j = 0; j < mine; ++j) {
+        int m0, n0;
+        tile_origin(j, m0, n0);
+        for (int kt = 0; kt < steps; ++kt, ++it) {
+          const int s = it % Stages, use = it / Stages;
+          if (use > 0) wg::mbar_wait(empty + 8 * s, (use - 1) & 1);  // its consumer is done with its last use
+          const std::uint32_t sa = base + static_cast<std::uint32_t>(s) * kTmaStageBytes, sb = sa + kTmaStageA;
+          wg::mbar_expect_bytes(full + 8 * s, kTmaStageBytes);  // the boxes' full bytes, zeros past the edges included
+          wg::tma_load(sa, &map_a, kt * BK, m0, full + 8 * s);
+          wg::tma_load(sb, &map_b, n0, kt * BK, full + 8 * s);
+          wg::tma_load(sb + HalfB, &map_b, n0 + 64, kt * BK, full + 8 * s);
+        }
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory");
+  const int c = group - 1;
+  for (int j = c; j < mine; j += 2) {
+    int m0, n0;
+    tile_origin(j, m0, n0);
+    // Tile j - 1's stages have all been waited for: turn[c]'s phase (j - 1) / 2 (tile 0 waits
+    // for nothing).
+    if (j > 0) wg::mbar_wait(turn + 8 * c, ((j - 1) / 2) & 1);
+    float acc[2][64];  // the tile's two 64-row halves; the tile's first multiply overwrites them
+    int it = j * steps;
+    for (int kt = 0; kt < steps; ++kt, ++it) {
+      const int s = it % Stages;
+      wg::mbar_wait(full + 8 * s, (it / Stages) & 1);
+      const std::uint32_t sa = base + static_cast<std::uint32_t>(s) * kTmaStageBytes, sb = sa + kTmaStageA;
+      wg::fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const std::uint64_t b = wg::descriptor(sb + static_cast<std::uint32_t>(kk * 16 * 128), HalfB, 1024);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          wg::mma_64x128x16<S>(acc[h], wg::descriptor(sa + static_cast<std::uint32_t>(h * 64 * 128 + kk * 32), 16, 1024), b,
+                               kt > 0 || kk > 0);
+      }
+      wg::commit();
+      wg::wait<1>();  // step it - 1's multiplies are done: its stage can be refilled
+      if (kt > 0 && (tid & 127) == 0) wg::mbar_arrive(empty + 8 * ((it - 1) % Stages));
+    }
+    wg::wait<0>();
+    if ((tid & 127) == 0) {
+      wg::mbar_arrive(empty + 8 * ((it - 1) % Stages));
+      wg::mbar_arrive(turn + 8 * (1 - c));  // the other consumer's tile j + 1 may start
+    }
+
+    // The epilogue, a quarter of the tile at a time: quarter (h, r) holds this thread's sums of
+    // tile row h 64 + 16 w + lane / 4 + 8 r (w its warp in the group) as staged row
+    // 8 w + lane / 4, column 8 j + 2 (lane % 4) + e being sum j of the 16 (acc[h][4 j + 2 r + e]).
+    float* stage = reinterpret_cast<float*>(wg_smem + (quarters - tc::smem_address(wg_smem)) + c * kTmaQuarterBytes);
+    const int t = tid & 127, sr = (warp & 3) * 8 + (lane >> 2);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        wg::sync_named(1 + c, 128);  // the previous quarter's reads are done
+#pragma unroll
+        for (int jj = 0; jj < 16; ++jj)
+          *reinterpret_cast<float2*>(stage + sr * 128 + ((8 * jj + 8 * (sr & 3)) & 127) + 2 * (lane & 3)) =
+              make_float2(acc[h][jj * 4 + r * 2], acc[h][jj * 4 + r * 2 + 1]);
+        wg::sync_named(1 + c, 128);
+        tma_epilogue_quarter<Desc>(g, stage, t, n0, [&](int q) { return index_t{m0} + h * 64 + (q >> 3) * 16 + r * 8 + (q & 7); });
+      }
   }
 #else
   __trap();  // wgmma needs sm_90a code: run_gemm offers this kernel only where KILN_CUDA_SM90A says it was built so
 #endif
+}
+
+// The driver's cuTensorMapEncodeTiled, found through the runtime (no link to libcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    KILN_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+      throw CudaError("cudaGetDriverEntryPointByVersion(\"cuTensorMapEncodeTiled\") found no such driver function");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+// A row-major matrix of 16-bit values (rows x cols, `stride` values between rows) as TMA boxes
+// of box_rows x 64 (one 128-byte line a row), 128-byte swizzled.
+template <class S>
+CUtensorMap tensor_map(const S* ptr, index_t rows, index_t cols, index_t stride, unsigned box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * sizeof(S)};
+  const cuuint32_t box[2] = {64, box_rows}, unit[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&map, std::is_same_v<S, f16> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                          2, const_cast<S*>(ptr), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ") for a " +
+                        std::to_string(rows) + " x " + std::to_string(cols) + " matrix, row stride " + std::to_string(stride),
+                    static_cast<int>(r));
+  return map;
 }
 
 // A kernel launched with more than 48 KiB of dynamic shared memory must opt in, once per device.
@@ -380,26 +550,23 @@ struct TcGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     const dim3 blocks(static_cast<unsigned>((g.n + BN - 1) / BN), static_cast<unsigned>((g.m + BM - 1) / BM));
     launch_after_previous<kernel>(blocks, dim3((BM / WTM) * (BN / WTN) * 32), smem, stream, g);
   }
-  // Hopper's wgmma kernel: 128 x 128 tiles, two warpgroups, three stages of k = 64 (and 1 KiB
-  // to align the first to the swizzle's 1024 bytes). Three stages (97 KiB) and the launch
-  // bounds' 128 registers (ptxas: no spills) let two blocks share an SM: W4's products at
-  // B = 4096 take 0.072 / 0.062 ms so, against 0.093 / 0.069 with four stages and 138 registers,
-  // one block per SM (MaxAutotune's graph-timed figures, eleventh session).
-  static void launch_wgmma(const Args& g, cudaStream_t stream) {
-    constexpr auto kernel = &wgmma_gemm_kernel<Desc, Args>;
-    constexpr std::size_t smem = std::size_t{kWgStages} * kWgStageBytes + 1024;
-    allow_dynamic_smem<kernel>(smem);
-    const dim3 blocks(static_cast<unsigned>((g.n + 127) / 128), static_cast<unsigned>((g.m + 127) / 128));
-    launch_after_previous<kernel>(blocks, dim3(256), smem, stream, g);
+  // The warp-specialized TMA kernel: 128 x 128 tiles, one block per SM, as many blocks as
+  // SMs (or tiles).
+  static void launch_wgmma_tma(const Args& g, cudaStream_t stream) {
+    constexpr auto kernel = &wgmma_tma_gemm_kernel<Desc, Args>;
+    allow_dynamic_smem<kernel>(kTmaSmemBytes);
+    const CUtensorMap a = tensor_map(g.a.ptr, g.m, g.k, g.a.row, 128), b = tensor_map(g.b.ptr, g.k, g.n, g.b.row, 64);
+    const index_t tiles = ((g.n + 127) / 128) * ((g.m + 127) / 128);
+    const dim3 blocks(static_cast<unsigned>(std::min<index_t>(tiles, multiprocessors())));
+    launch_after_previous<kernel>(blocks, dim3(384), kTmaSmemBytes, stream, a, b, g);
   }
   static void run(const Args& g, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* = nullptr) {
     static_assert(sizeof(T) == 2, "kiln: the tensor-core kernel takes bf16 and f16 (run_gemm launches it for those only)");
     switch (cfg.chunks) {
-      case 1: launch_shape<64, 64, 32, 32>(g, stream); break;
 #if defined(KILN_CUDA_SM90A)
-      case kTcWgmma: launch_wgmma(g, stream); break;
+      case kTcWgmmaTma: launch_wgmma_tma(g, stream); break;
 #endif
-      default: launch_shape<128, 128, 64, 64>(g, stream);
+      default: launch_shape<64, 64, 32, 32>(g, stream);  // kTcMma
     }
     KILN_CUDA_CHECK(cudaGetLastError());
   }
