@@ -440,7 +440,10 @@ __global__ void __launch_bounds__(384, 1)
     // Tile j - 1's stages have all been waited for: turn[c]'s phase (j - 1) / 2 (tile 0 waits
     // for nothing).
     if (j > 0) wg::mbar_wait(turn + 8 * c, ((j - 1) / 2) & 1);
-    float acc[2][64];  // the tile's two 64-row halves; the tile's first multiply overwrites them
+    // The tile's two 64-row halves. Not zeroed: the tile's first multiply overwrites them
+    // (accumulate 0); an instruction writing them between wgmmas makes ptxas serialize the
+    // wgmmas (its warning C7515, eleventh session).
+    float acc[2][64];
     int it = j * steps;
     for (int kt = 0; kt < steps; ++kt, ++it) {
       const int s = it % Stages;
