@@ -24,12 +24,23 @@ TEST_CASE("exp, log, tanh, erf and erfc are accurate in float") {
   CHECK(max_rel_error([](float x) { return kiln::math::tanh(x); }, [](double x) { return std::tanh(x); }, -20, 20) < 5e-7);
   CHECK(max_rel_error([](float x) { return kiln::math::erf(x); }, [](double x) { return std::erf(x); }, -6, 6) < 6e-7);
   // Phi(x): absolute error (it is a probability), over the range where float resolves it.
+  // A probability: never below 0 or above 1 by more than an ulp of 1 (where the sum 1/2 + x P/Q
+  // rounds, far in either tail), and NaN stays NaN.
   double worst = 0;
+  float lowest = 1.0f, highest = 0.0f;
   for (int i = 0; i <= 200000; ++i) {
     const float x = -10.0f + 20.0f * i / 200000;
-    worst = std::max(worst, std::abs(kiln::math::normal_cdf(x) - 0.5 * std::erfc(-x / std::sqrt(2.0))));
+    const float p = kiln::math::normal_cdf(x);
+    worst = std::max(worst, std::abs(p - 0.5 * std::erfc(-x / std::sqrt(2.0))));
+    lowest = std::min(lowest, p);
+    highest = std::max(highest, p);
   }
   CHECK(worst < 3e-7);
+  CHECK(lowest == 0.0f);
+  CHECK(highest <= 1.0f + 0x1p-23f);
+  CHECK(kiln::math::normal_cdf(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isnan(kiln::math::normal_cdf(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(kiln::math::erf(std::numeric_limits<float>::quiet_NaN())));
   CHECK(max_rel_error([](float x) { return kiln::math::erfc(x); }, [](double x) { return std::erfc(x); }, -4, 9) < 5e-7);
   CHECK(max_rel_error([](float x) { return kiln::math::pow(x, 2.5f); }, [](double x) { return std::pow(x, 2.5); }, 0.01, 100) < 3e-6);
 }

@@ -26,6 +26,28 @@ TEST_CASE("bf16 in ReduceOverhead: a transformer FFN replayed as a graph") {
   CHECK(ro.graph_replays() + ro.graph_captures() == 3);
 }
 
+// Pointwise kernels over many blocks, the flat path (one row, unit strides: loads at the
+// element index, row_kernel.cuh): 16-byte units and single elements (a length that is not a
+// multiple of the vector), one input and two, f32 and bf16; the last block's span partial in
+// each. Against float64.
+template <class S>
+void flat_pointwise(std::size_t n) {
+  const auto dev = kiln::Device::cuda();
+  constexpr auto x = kiln::input<"x", 1, S>();
+  constexpr auto r = kiln::input<"r", 1, S>();
+  const auto xt = dtype_cases::randn_on<S>({n}, 71 + n, dev), rt = dtype_cases::randn_on<S>({n}, 72 + n, dev);
+  const auto xr = ref::from(xt.cpu()), rr = ref::from(rt.cpu());
+  const auto w1 = ref::map(xr, [](double v) { return ref::gelu(v * 1.5 + 0.5) * ref::sigmoid(v) + std::tanh(v); });
+  dtype_cases::check(kiln::compile(kiln::gelu(x * 1.5f + 0.5f) * kiln::sigmoid(x) + kiln::tanh(x))(x = xt), w1);
+  dtype_cases::check(kiln::compile(x * r + kiln::exp(r))(x = xt, r = rt),
+                     ref::zip(xr, rr, [](double p, double q) { return p * q + std::exp(q); }));
+}
+TEST_CASE("pointwise kernels over many blocks: the flat path") {
+  flat_pointwise<float>(4 * 1300001);  // 16-byte units: 2540 blocks of 2048 elements
+  flat_pointwise<float>(1300001);      // elements: 2540 blocks of 512
+  flat_pointwise<kiln::bf16>(8 * 1300001);
+}
+
 // The small-product kernel (small_gemm.cuh): a few rows; k shorter than the splits, in one round
 // and in several; narrow (32-column) and wide (128-column) tiles, n not a multiple of either;
 // splits of k added across a cluster (6 and 8 blocks) or none; with and without an epilogue,

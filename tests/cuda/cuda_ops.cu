@@ -205,6 +205,7 @@ __global__ void device_maths(const float* xs, float* out, int n) {
 
 struct MathErrors {
   double exp = 0, tanh = 0, sigmoid = 0, erf = 0, cdf_abs = 0;
+  double cdf_min = 1, cdf_max = 0;  // Phi's range: [0, 1] within an ulp of 1
 };
 
 // Largest relative errors (absolute for Phi, a probability) against the C library in double.
@@ -233,6 +234,8 @@ MathErrors device_math_errors() {
     e.sigmoid = std::max(e.sigmoid, rel(out[2 * n + i], 1 / (1 + std::exp(-x8))));
     if (x6 != 0) e.erf = std::max(e.erf, rel(out[3 * n + i], std::erf(x6)));
     e.cdf_abs = std::max(e.cdf_abs, std::abs(out[4 * n + i] - 0.5 * std::erfc(-x / std::sqrt(2.0))));
+    e.cdf_min = std::min<double>(e.cdf_min, out[4 * n + i]);
+    e.cdf_max = std::max<double>(e.cdf_max, out[4 * n + i]);
   }
   MESSAGE("device maths at " << Bits << " bits: exp " << e.exp << ", tanh " << e.tanh << ", sigmoid " << e.sigmoid
                              << ", erf " << e.erf << ", Phi (absolute) " << e.cdf_abs);
@@ -248,6 +251,8 @@ TEST_CASE("device maths: float accuracy, and 16-bit results within a quarter of 
   CHECK(f.sigmoid < 5e-7);
   CHECK(f.erf < 6e-7);
   CHECK(f.cdf_abs < 3e-7);
+  CHECK(f.cdf_min == 0.0);
+  CHECK(f.cdf_max <= 1.0 + 0x1p-23);
   // bf16 (8 bits; rounding to it errs by 2^-9 to 2^-8 relative): tanh.approx and ex2.approx.
   const auto b = device_math_errors<8>();
   CHECK(b.tanh < std::ldexp(1.0, -10));

@@ -954,6 +954,8 @@ class Compiled {
     if (c.chunks == 1) s += ", element loads";
     if (c.chunks == 2) s += ", streamed 16-byte loads";
     if (c.chunks == 0 && Desc::nstages > 0) s += ", the row in registers where it fits";
+    if (c.chunks == 0 && c.variant == 3) s += ", recomputing the stage values the output reads";
+    if (c.chunks == 0 && c.variant == 4) s += ", keeping the stage values the output reads";
     return s;
   }
 #endif

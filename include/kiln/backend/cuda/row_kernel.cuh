@@ -171,15 +171,16 @@ inline constexpr bool loads_slot(std::uint64_t mask, int s) { return s >= 64 || 
 // Fills v[s] with the unit at column j of each load s in Mask: W = 1: the element (any inner
 // stride); W > 1: a 16-byte load where the inner stride is 1, the one element broadcast where
 // it is 0.
-template <std::uint64_t Mask, int NL, int W, class S>
+// UnitInner: the caller knows every inner stride in Mask is 1, so no test.
+template <std::uint64_t Mask, int NL, int W, bool UnitInner = false, class S>
 __device__ __forceinline__ void load_unit(raw_t<S, W> (&v)[NL > 0 ? NL : 1], const S* const* ptr, const index_t* inner,
                                           index_t j) {
 #pragma unroll
   for (int s = 0; s < NL; ++s) {
     if (!loads_slot(Mask, s)) continue;
     if constexpr (W == 1) {
-      v[s] = ptr[s][j * inner[s]];
-    } else if (inner[s] == 1) {
+      v[s] = ptr[s][UnitInner ? j : j * inner[s]];
+    } else if (UnitInner || inner[s] == 1) {
       v[s] = *reinterpret_cast<const float4*>(ptr[s] + j);
     } else {
       S* xs = reinterpret_cast<S*>(&v[s]);
@@ -399,8 +400,12 @@ void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStre
 // Pointwise: units of W elements (W = 1: element loads; else 16-byte ones), U units per thread.
 // A block covers U * blockDim consecutive units, thread t those at t + u * blockDim (a warp's
 // loads of one u are consecutive), in a grid-stride loop; a thread issues all U units' loads
-// before any maths, so a thread whose maths is long (W1: ~45 instructions per value) still has
-// U loads in flight, which memory speed needs (Little's law: ~20 KiB in flight per SM).
+// before any maths, so a thread whose maths is long (W1: ~50 instructions per f32 value) still
+// has U loads in flight, which memory speed needs (Little's law: ~20 KiB in flight per SM).
+// One row with unit inner strides (W1, and any elementwise expression over same-shaped
+// contiguous tensors) takes a path with no row arithmetic per unit: its loads read at the
+// element index itself. W1 issues an instruction on about 80% of cycles (ncu), so each one
+// counts (docs/notes/cuda-status.md, thirteenth session).
 template <int NL>
 inline constexpr int kPointwiseUnits = NL <= 2 ? 4 : NL <= 4 ? 2 : 1;
 
@@ -415,21 +420,36 @@ __global__ void pointwise_kernel(const Args a) {
   }(typename Desc::extras{});
   const index_t nu = a.len / W, total = a.rows * nu;
   const index_t span = static_cast<index_t>(blockDim.x) * U;
+  bool flat = a.rows == 1;  // and every load's inner stride 1 (a rank-0 load's is 0: a broadcast)
+#pragma unroll
+  for (int s = 0; s < NL; ++s)
+    if (loads_slot(Mask, s)) flat = flat && a.inner[s] == 1;
   T consts[Desc::nconsts > 0 ? Desc::nconsts : 1];
 #pragma unroll
   for (int c = 0; c < Desc::nconsts; ++c) consts[c] = a.consts[c];
   for (index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x; e0 < total; e0 += span * gridDim.x) {
     raw_t<S, W> v[U][NL > 0 ? NL : 1];
     index_t r[U], ju[U];
+    if (flat) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
-      if (e >= total) break;
-      r[u] = a.rows == 1 ? 0 : e / nu;
-      ju[u] = a.rows == 1 ? e : e - r[u] * nu;
-      const S* p[NL > 0 ? NL : 1];
-      cpu::row_pointers(a, r[u], p);
-      load_unit<Mask, NL, W>(v[u], p, a.inner, ju[u] * W);
+      for (int u = 0; u < U; ++u) {
+        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+        if (e >= total) break;
+        r[u] = 0;
+        ju[u] = e;
+        load_unit<Mask, NL, W, true>(v[u], a.ptr, a.inner, e * W);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+        if (e >= total) break;
+        r[u] = a.rows == 1 ? 0 : e / nu;
+        ju[u] = a.rows == 1 ? e : e - r[u] * nu;
+        const S* p[NL > 0 ? NL : 1];
+        cpu::row_pointers(a, r[u], p);
+        load_unit<Mask, NL, W>(v[u], p, a.inner, ju[u] * W);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -708,12 +728,34 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   // one read that one (SlotAlias; checked at run time by aliases_hold). It keeps, in registers,
   // the values of the stages the output tree reads (softmax's exponentials, layer norm's x + r);
   // other kept values are recomputed from the row's registers where read.
-  static constexpr std::uint64_t kOutReads = []<int... I>(std::integer_sequence<int, I...>) {
-    return (std::uint64_t{0} | ... | (lower::reads_cached<Out, I>::value ? std::uint64_t{1} << I : 0));
-  }(std::make_integer_sequence<int, NS>{});
-  using RegisterDesc =
-      RowDesc<typename lower::keep_cached<typename lower::remap_slots<lower::TypeList<Stages...>, A>::type, kOutReads>::type,
-              typename lower::keep_cached<typename lower::remap_slots<Out, A>::type, kOutReads>::type>;
+  static constexpr std::uint64_t kOutReads = lower::out_reads_cached<Out, NS>;
+  template <std::uint64_t Keep>
+  using RegisterDescKeeping =
+      RowDesc<typename lower::keep_cached<typename lower::remap_slots<lower::TypeList<Stages...>, A>::type, Keep>::type,
+              typename lower::keep_cached<typename lower::remap_slots<Out, A>::type, Keep>::type>;
+  using RegisterDesc = RegisterDescKeeping<kOutReads>;
+  // The register path may also keep nothing: the output recomputes the stages' values from the
+  // row's registers (softmax's exponentials, layer norm's x + r). A kept float is a register per
+  // value where a 16-bit row holds two values a register, so this trades a few instructions per
+  // value for fewer registers and more warps in flight (W3's softmax in bf16: 45 registers
+  // keeping, 32 recomputing; its kernel waits on memory, ncu's long-scoreboard stalls). Chosen
+  // where it lets more blocks onto an SM; config.variant 3 recomputes, 4 keeps (MaxAutotune's).
+  static constexpr bool kRecomputes = RegisterDesc::kCachedStages > 0;
+  template <bool WarpPerRow>
+  static bool recompute_fits_more(int threads) {
+    thread_local std::map<std::pair<int, int>, bool> chosen;  // (device, threads)
+    const auto key = std::make_pair(current_device(), threads);
+    auto it = chosen.find(key);
+    if (it == chosen.end()) {
+      constexpr auto keep = &row_reduce_kernel<RegisterDesc, false, WarpPerRow, W, kRowRegisterUnits, false, false, Args>;
+      constexpr auto redo = &row_reduce_kernel<RegisterDescKeeping<0>, false, WarpPerRow, W, kRowRegisterUnits, false, false, Args>;
+      int nk = 0, nr = 0;
+      KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nk, keep, threads, 0));
+      KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nr, redo, threads, 0));
+      it = chosen.emplace(key, nr > nk).first;
+    }
+    return it->second;
+  }
 
   // The slots A aliases hold the same values: same pointer and strides (their iteration spaces
   // have the same shape).
@@ -749,9 +791,9 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     return true;
   }
 
-  template <bool Cached, bool WarpPerRow, int U, int R, bool Online = false>
+  template <bool Cached, bool WarpPerRow, int U, int R, bool Online = false, bool Recompute = false>
   static void reduce(const Args& a, unsigned blocks, int threads, std::size_t smem, cudaStream_t stream) {
-    using D = std::conditional_t<(R > 0), RegisterDesc, DescEx>;
+    using D = std::conditional_t<(R > 0), std::conditional_t<Recompute, RegisterDescKeeping<0>, RegisterDesc>, DescEx>;
     launch_after_previous<&row_reduce_kernel<D, Cached, WarpPerRow, U, R, Online, false, Args>>(blocks, static_cast<unsigned>(threads),
                           smem, stream, a);
   }
@@ -820,10 +862,13 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     const int threads = cfg.threads > 0 ? cfg.threads : 256;
     const bool vec = cfg.chunks != 1 && vectorizable(a);
     if constexpr (NS == 0) {
-      const index_t work = vec ? a.rows * a.len / W : a.rows * a.len, span = static_cast<index_t>(threads) * kPointwiseUnits<NL>;
+      // 128 threads a block by default (MaxAutotune's timings on the H200, W1 f32: 0.138 ms at
+      // 128, 0.143 at 256, 0.152 at 512; bf16 0.0856, 0.0857, 0.0867).
+      const int pt = cfg.threads > 0 ? cfg.threads : 128;
+      const index_t work = vec ? a.rows * a.len / W : a.rows * a.len, span = static_cast<index_t>(pt) * kPointwiseUnits<NL>;
       const auto blocks = static_cast<unsigned>(std::min<index_t>((work + span - 1) / span, index_t{1} << 20));
-      if (vec) launch_after_previous<&pointwise_kernel<Desc, W, Args>>(blocks, static_cast<unsigned>(threads), 0, stream, a);
-      else launch_after_previous<&pointwise_kernel<Desc, 1, Args>>(blocks, static_cast<unsigned>(threads), 0, stream, a);
+      if (vec) launch_after_previous<&pointwise_kernel<Desc, W, Args>>(blocks, static_cast<unsigned>(pt), 0, stream, a);
+      else launch_after_previous<&pointwise_kernel<Desc, 1, Args>>(blocks, static_cast<unsigned>(pt), 0, stream, a);
     } else {
       constexpr int R = kRowRegisterUnits;
       const index_t nu = a.len / W;
@@ -831,14 +876,19 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
       if (registers && nu <= kRowRegisterThreads * R) {
         // The register path: a warp per row where the row fits 32 x R units, else a block of
         // the fewest warps (a power of two) that holds it.
+        const bool choose = kRecomputes && cfg.variant != 3 && cfg.variant != 4;  // kiln's choice
         if (nu <= 32 * R) {
           const int rows_per_block = std::min(threads, kRowRegisterThreads) / 32;
-          reduce<false, true, W, R>(a, static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block),
-                                    32 * rows_per_block, 0, stream);
+          const auto blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
+          if (kRecomputes && (cfg.variant == 3 || (choose && recompute_fits_more<true>(32 * rows_per_block))))
+            reduce<false, true, W, R, false, kRecomputes>(a, blocks, 32 * rows_per_block, 0, stream);
+          else reduce<false, true, W, R>(a, blocks, 32 * rows_per_block, 0, stream);
         } else {
           int group = 64;
           while (group * R < nu) group *= 2;
-          reduce<false, false, W, R>(a, static_cast<unsigned>(a.rows), group, 0, stream);
+          if (kRecomputes && (cfg.variant == 3 || (choose && recompute_fits_more<false>(group))))
+            reduce<false, false, W, R, false, kRecomputes>(a, static_cast<unsigned>(a.rows), group, 0, stream);
+          else reduce<false, false, W, R>(a, static_cast<unsigned>(a.rows), group, 0, stream);
         }
       } else if (!(registers && reduce_split<R>(a, nu, stream))) {
         const bool warp = cfg.variant == 1 || (cfg.variant == 0 && a.len <= kWarpRowMax);
