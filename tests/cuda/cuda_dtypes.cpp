@@ -26,10 +26,11 @@ TEST_CASE("bf16 in ReduceOverhead: a transformer FFN replayed as a graph") {
   CHECK(ro.graph_replays() + ro.graph_captures() == 3);
 }
 
-// Pointwise kernels over many blocks, the flat path (one row, unit strides: loads at the
-// element index, row_kernel.cuh): 16-byte units and single elements (a length that is not a
-// multiple of the vector), one input and two, f32 and bf16; the last block's span partial in
-// each. Against float64.
+// Pointwise kernels over more spans than the GPU holds blocks at once: the flat path (one row,
+// unit strides) launches the resident blocks, which loop, issuing each next span's loads before
+// this span's maths (row_kernel.cuh). 16-byte units and single elements (a length that is not
+// a multiple of the vector), one input and two, f32 and bf16; the last span partial in each.
+// Against float64.
 template <class S>
 void flat_pointwise(std::size_t n) {
   const auto dev = kiln::Device::cuda();
@@ -42,9 +43,9 @@ void flat_pointwise(std::size_t n) {
   dtype_cases::check(kiln::compile(x * r + kiln::exp(r))(x = xt, r = rt),
                      ref::zip(xr, rr, [](double p, double q) { return p * q + std::exp(q); }));
 }
-TEST_CASE("pointwise kernels over many blocks: the flat path") {
-  flat_pointwise<float>(4 * 1300001);  // 16-byte units: 2540 blocks of 2048 elements
-  flat_pointwise<float>(1300001);      // elements: 2540 blocks of 512
+TEST_CASE("pointwise kernels over many spans: the resident grid's pipelined loop") {
+  flat_pointwise<float>(4 * 1300001);  // 16-byte units: 1270 spans of 4096 elements
+  flat_pointwise<float>(1300001);      // elements: 1270 spans of 1024
   flat_pointwise<kiln::bf16>(8 * 1300001);
 }
 

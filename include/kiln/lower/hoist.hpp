@@ -109,13 +109,6 @@ struct reads_cached<LCached<S2, F>, S> : reads_cached<F, S> {};
 template <class Op, class... Args, int S>
 struct reads_cached<LOp<Op, Args...>, S> : std::bool_constant<(reads_cached<Args, S>::value || ...)> {};
 
-// The stages (a bit mask) whose kept values the output tree Out reads: what a backend that
-// holds a row in registers keeps of it (the CUDA register path).
-template <class Out, int NS>
-inline constexpr std::uint64_t out_reads_cached = []<int... I>(std::integer_sequence<int, I...>) {
-  return (std::uint64_t{0} | ... | (reads_cached<Out, I>::value ? std::uint64_t{1} << I : 0));
-}(std::make_integer_sequence<int, NS>{});
-
 // Tree (or a stage, or a list of stages) with the LCached of every stage not in Keep (a bit
 // mask) replaced by its fallback: those values are recomputed where read, and the stage keeps
 // nothing.

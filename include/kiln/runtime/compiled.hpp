@@ -890,16 +890,16 @@ class Compiled {
     TuneRecord best{{}, 1e300};
     std::string notes;
     cuda::Event e0, e1;
-    // A GEMM's candidates are timed as a CUDA graph of two launches back to back, replayed, half
-    // the replay counted: as a call's graph runs them. Launched directly, a candidate's host
-    // cost (cuBLASLt's is several microseconds a call) showed as idle GPU time between the events
-    // and favoured kiln's kernels on small products (W4 at batch 16 tuned to a slower kernel);
-    // and the second launch overlaps the first as a kernel launched to overlap its predecessor
-    // (the small product's dependent launch) does in a call, where timed alone that overlap did
-    // not show (W4 at batch 1 tuned to a slower candidate). Not with the real predecessor:
-    // running that one again could read arena bytes this kernel has since written (values whose
-    // lifetimes do not meet share bytes). Other kernels: launched directly between the events.
-    constexpr bool graphed = requires { pr.args.epilogue; };
+    // Candidates are timed as a CUDA graph of two launches back to back, replayed, half the
+    // replay counted: as calls run them. Launched directly, a candidate's host cost (cuBLASLt's
+    // is several microseconds a call) showed as idle GPU time between the events and favoured
+    // kiln's kernels on small products (W4 at batch 16 tuned to a slower kernel); and the second
+    // launch overlaps the first as a kernel launched to overlap its predecessor (dependent
+    // launches) does in a call, where timed alone that overlap did not show (W4 at batch 1 tuned
+    // to a slower candidate; W1's pointwise kernel timed alone favoured a block per span, 0.138
+    // against 0.146 ms, which back to back took 0.157 against 0.148). Not with the real
+    // predecessor: running that one again could read arena bytes this kernel has since written
+    // (values whose lifetimes do not meet share bytes).
     for (const cpu::LaunchConfig& c : cands) {
       pr.cuda_config = c;
       try {
@@ -910,26 +910,17 @@ class Compiled {
         notes += (notes.empty() ? "" : "; ") + describe_cuda<Desc>(c) + " does not launch";
         continue;
       }
+      const cuda::CapturedLaunches pair(stream, [&] {
+        launch_cuda<G>(st, stream);
+        launch_cuda<G>(st, stream);
+      });
+      pair.launch(stream);  // the graph's first replay uploads it
       float best_ms = 1e30f;
-      if constexpr (graphed) {
-        const cuda::CapturedLaunches pair(stream, [&] {
-          launch_cuda<G>(st, stream);
-          launch_cuda<G>(st, stream);
-        });
-        pair.launch(stream);  // the graph's first replay uploads it
-        for (int rep = 0; rep < 3; ++rep) {
-          KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
-          pair.launch(stream);
-          KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
-          best_ms = std::min(best_ms, e1.since(e0) / 2.0f);
-        }
-      } else {
-        for (int rep = 0; rep < 3; ++rep) {
-          KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
-          launch_cuda<G>(st, stream);
-          KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
-          best_ms = std::min(best_ms, e1.since(e0));
-        }
+      for (int rep = 0; rep < 3; ++rep) {
+        KILN_CUDA_CHECK(cudaEventRecord(e0, stream));
+        pair.launch(stream);
+        KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
+        best_ms = std::min(best_ms, e1.since(e0) / 2.0f);
       }
       notes += (notes.empty() ? "" : "; ") + describe_cuda<Desc>(c) + " " + std::to_string(best_ms) + " ms";
       if (best_ms < best.ms) best = {c, best_ms};
@@ -937,8 +928,7 @@ class Compiled {
     pr.cuda_config = best.config;
     cache.store(key, best);
     ++stats_.tuned;
-    st.tune_notes[G] = "chose " + describe_cuda<Desc>(best.config) + "; candidates" +
-                       (graphed ? " (each timed as a graph of two launches, per launch)" : "") + ": " + notes;
+    st.tune_notes[G] = "chose " + describe_cuda<Desc>(best.config) + "; candidates (each timed as a graph of two launches, per launch): " + notes;
   }
   template <class Desc>
   static std::string describe_cuda(const cpu::LaunchConfig& c) {
@@ -954,8 +944,6 @@ class Compiled {
     if (c.chunks == 1) s += ", element loads";
     if (c.chunks == 2) s += ", streamed 16-byte loads";
     if (c.chunks == 0 && Desc::nstages > 0) s += ", the row in registers where it fits";
-    if (c.chunks == 0 && c.variant == 3) s += ", recomputing the stage values the output reads";
-    if (c.chunks == 0 && c.variant == 4) s += ", keeping the stage values the output reads";
     return s;
   }
 #endif

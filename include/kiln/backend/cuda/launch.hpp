@@ -18,7 +18,6 @@
 #include "kiln/backend/cpu/reduce_kernel.hpp"
 #include "kiln/backend/cpu/reduce_to_kernel.hpp"
 #include "kiln/backend/cpu/row_kernel.hpp"
-#include "kiln/lower/hoist.hpp"
 
 namespace kiln::cuda {
 
@@ -73,8 +72,7 @@ std::size_t scratch_bytes() {
 // MaxAutotune's candidates: threads per block; for row kernels the load path (chunks 0: kiln's
 // choice, 1: element loads, 2 for row reductions: streamed 16-byte units), and for the streamed
 // row-reduction paths a warp (variant 1) or a block (variant 2) per row. The register path
-// sizes its own groups, so it is tried once per block size: kiln's choice, and where the output
-// reads stage values, recomputing them (variant 3) and keeping them in registers (variant 4).
+// sizes its own groups, so it is tried once per block size.
 template <class Desc>
 std::vector<cpu::LaunchConfig> candidates() {
   std::vector<cpu::LaunchConfig> c;
@@ -82,10 +80,6 @@ std::vector<cpu::LaunchConfig> candidates() {
     if constexpr (requires { typename Desc::stages; }) {
       if constexpr (Desc::nstages > 0) {
         c.push_back({t, 0, 0, 0});
-        if constexpr (lower::out_reads_cached<typename Desc::out_tree, Desc::nstages> != 0) {
-          c.push_back({t, 0, 3, 0});  // the register path, recomputing what it would keep
-          c.push_back({t, 0, 4, 0});  // the register path, keeping it
-        }
         for (int chunks : {1, 2}) {
           c.push_back({t, chunks, 1, 0});
           c.push_back({t, chunks, 2, 0});

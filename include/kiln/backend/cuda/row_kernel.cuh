@@ -404,10 +404,26 @@ void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStre
 // has U loads in flight, which memory speed needs (Little's law: ~20 KiB in flight per SM).
 // One row with unit inner strides (W1, and any elementwise expression over same-shaped
 // contiguous tensors) takes a path with no row arithmetic per unit: its loads read at the
-// element index itself. W1 issues an instruction on about 80% of cycles (ncu), so each one
-// counts (docs/notes/cuda-status.md, thirteenth session).
+// element index itself, and it is pipelined (below). W1 issues an instruction on about 80% of
+// cycles (ncu), so each one counts (docs/notes/cuda-status.md, thirteenth session).
 template <int NL>
 inline constexpr int kPointwiseUnits = NL <= 2 ? 4 : NL <= 4 ? 2 : 1;
+
+// The load slots a pointwise kernel reads (its output tree's and its extra outputs').
+template <class Desc>
+inline constexpr std::uint64_t pointwise_loads = []<class... E>(lower::TypeList<E...>) {
+  return (lower::tree_loads<typename Desc::out_tree, false>::value | ... | lower::tree_loads<E, false>::value);
+}(typename Desc::extras{});
+
+// The flat case: one row, every load read with inner stride 1 (a rank-0 load's is 0: a
+// broadcast), so element e of every load is at e.
+template <class Desc, class Args>
+KILN_HOST_DEVICE KILN_INLINE bool pointwise_flat(const Args& a) {
+  bool flat = a.rows == 1;
+  for (int s = 0; s < Desc::nloads; ++s)
+    if (loads_slot(pointwise_loads<Desc>, s)) flat = flat && a.inner[s] == 1;
+  return flat;
+}
 
 template <class Desc, int W, class Args>
 __global__ void pointwise_kernel(const Args a) {
@@ -415,55 +431,77 @@ __global__ void pointwise_kernel(const Args a) {
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   constexpr int NL = Desc::nloads, U = kPointwiseUnits<NL>;
-  constexpr std::uint64_t Mask = []<class... E>(lower::TypeList<E...>) {
-    return (lower::tree_loads<typename Desc::out_tree, false>::value | ... | lower::tree_loads<E, false>::value);
-  }(typename Desc::extras{});
+  constexpr std::uint64_t Mask = pointwise_loads<Desc>;
   const index_t nu = a.len / W, total = a.rows * nu;
   const index_t span = static_cast<index_t>(blockDim.x) * U;
-  bool flat = a.rows == 1;  // and every load's inner stride 1 (a rank-0 load's is 0: a broadcast)
-#pragma unroll
-  for (int s = 0; s < NL; ++s)
-    if (loads_slot(Mask, s)) flat = flat && a.inner[s] == 1;
+  const bool flat = pointwise_flat<Desc>(a);
   T consts[Desc::nconsts > 0 ? Desc::nconsts : 1];
 #pragma unroll
   for (int c = 0; c < Desc::nconsts; ++c) consts[c] = a.consts[c];
-  for (index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x; e0 < total; e0 += span * gridDim.x) {
+  const index_t stride = span * gridDim.x;
+  // Stores a unit at row r, unit ju, and the extra outputs (kernels merged into this one) from
+  // the same registers: every load of the unit was issued first, so an output that overwrites
+  // an input cannot change them.
+  const auto store = [&](const raw_t<S, W>(&vu)[NL > 0 ? NL : 1], index_t r, index_t ju) {
+    store_unit<typename Desc::out_tree, S, NL, W>(a.out + r * a.len, vu, consts, nullptr, NoRowCache{}, ju);
+    if constexpr (Desc::nextra > 0) {
+      [&]<class... E, int... I>(lower::TypeList<E...>, std::integer_sequence<int, I...>) {
+        ((a.extra_out[I] ? store_unit<E, S, NL, W>(a.extra_out[I] + r * a.len, vu, consts, nullptr, NoRowCache{}, ju) : void()),
+         ...);
+      }(typename Desc::extras{}, std::make_integer_sequence<int, Desc::nextra>{});
+    }
+  };
+  if (flat) {
+    // The flat path, pipelined: a thread issues the loads of its next span before the maths of
+    // this one, so loads stay in flight while it computes (run() launches the blocks an SM holds
+    // at once, so most threads loop). A span's elements are read and written by one thread, so
+    // an output that is also an input (in place) only meets loads of its own span, made earlier.
+    const auto load_span = [&](index_t e0, raw_t<S, W>(&v)[U][NL > 0 ? NL : 1]) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+        if (e < total) load_unit<Mask, NL, W, true>(v[u], a.ptr, a.inner, e * W);
+      }
+    };
+    index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x;
+    if (e0 >= total) return;
+    raw_t<S, W> v[U][NL > 0 ? NL : 1];
+    load_span(e0, v);
+    for (;;) {
+      const index_t e1 = e0 + stride;
+      raw_t<S, W> next[U][NL > 0 ? NL : 1];
+      if (e1 < total) load_span(e1, next);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+        if (e >= total) break;
+        store(v[u], 0, e);
+      }
+      if (e1 >= total) return;
+      e0 = e1;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int s = 0; s < (NL > 0 ? NL : 1); ++s) v[u][s] = next[u][s];
+    }
+  }
+  for (index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x; e0 < total; e0 += stride) {
     raw_t<S, W> v[U][NL > 0 ? NL : 1];
     index_t r[U], ju[U];
-    if (flat) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
-        if (e >= total) break;
-        r[u] = 0;
-        ju[u] = e;
-        load_unit<Mask, NL, W, true>(v[u], a.ptr, a.inner, e * W);
-      }
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
-        if (e >= total) break;
-        r[u] = a.rows == 1 ? 0 : e / nu;
-        ju[u] = a.rows == 1 ? e : e - r[u] * nu;
-        const S* p[NL > 0 ? NL : 1];
-        cpu::row_pointers(a, r[u], p);
-        load_unit<Mask, NL, W>(v[u], p, a.inner, ju[u] * W);
-      }
+    for (int u = 0; u < U; ++u) {
+      const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+      if (e >= total) break;
+      r[u] = a.rows == 1 ? 0 : e / nu;
+      ju[u] = a.rows == 1 ? e : e - r[u] * nu;
+      const S* p[NL > 0 ? NL : 1];
+      cpu::row_pointers(a, r[u], p);
+      load_unit<Mask, NL, W>(v[u], p, a.inner, ju[u] * W);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (e0 + u * static_cast<index_t>(blockDim.x) >= total) break;
-      store_unit<typename Desc::out_tree, S, NL, W>(a.out + r[u] * a.len, v[u], consts, nullptr, NoRowCache{}, ju[u]);
-      // Extra outputs (kernels merged into this one) from the same registers: every load of
-      // the unit was issued above, so an output that overwrites an input cannot change them.
-      if constexpr (Desc::nextra > 0) {
-        [&]<class... E, int... I>(lower::TypeList<E...>, std::integer_sequence<int, I...>) {
-          ((a.extra_out[I] ? store_unit<E, S, NL, W>(a.extra_out[I] + r[u] * a.len, v[u], consts, nullptr, NoRowCache{}, ju[u])
-                           : void()),
-           ...);
-        }(typename Desc::extras{}, std::make_integer_sequence<int, Desc::nextra>{});
-      }
+      store(v[u], r[u], ju[u]);
     }
   }
 }
@@ -728,34 +766,12 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   // one read that one (SlotAlias; checked at run time by aliases_hold). It keeps, in registers,
   // the values of the stages the output tree reads (softmax's exponentials, layer norm's x + r);
   // other kept values are recomputed from the row's registers where read.
-  static constexpr std::uint64_t kOutReads = lower::out_reads_cached<Out, NS>;
-  template <std::uint64_t Keep>
-  using RegisterDescKeeping =
-      RowDesc<typename lower::keep_cached<typename lower::remap_slots<lower::TypeList<Stages...>, A>::type, Keep>::type,
-              typename lower::keep_cached<typename lower::remap_slots<Out, A>::type, Keep>::type>;
-  using RegisterDesc = RegisterDescKeeping<kOutReads>;
-  // The register path may also keep nothing: the output recomputes the stages' values from the
-  // row's registers (softmax's exponentials, layer norm's x + r). A kept float is a register per
-  // value where a 16-bit row holds two values a register, so this trades a few instructions per
-  // value for fewer registers and more warps in flight (W3's softmax in bf16: 45 registers
-  // keeping, 32 recomputing; its kernel waits on memory, ncu's long-scoreboard stalls). Chosen
-  // where it lets more blocks onto an SM; config.variant 3 recomputes, 4 keeps (MaxAutotune's).
-  static constexpr bool kRecomputes = RegisterDesc::kCachedStages > 0;
-  template <bool WarpPerRow>
-  static bool recompute_fits_more(int threads) {
-    thread_local std::map<std::pair<int, int>, bool> chosen;  // (device, threads)
-    const auto key = std::make_pair(current_device(), threads);
-    auto it = chosen.find(key);
-    if (it == chosen.end()) {
-      constexpr auto keep = &row_reduce_kernel<RegisterDesc, false, WarpPerRow, W, kRowRegisterUnits, false, false, Args>;
-      constexpr auto redo = &row_reduce_kernel<RegisterDescKeeping<0>, false, WarpPerRow, W, kRowRegisterUnits, false, false, Args>;
-      int nk = 0, nr = 0;
-      KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nk, keep, threads, 0));
-      KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nr, redo, threads, 0));
-      it = chosen.emplace(key, nr > nk).first;
-    }
-    return it->second;
-  }
+  static constexpr std::uint64_t kOutReads = []<int... I>(std::integer_sequence<int, I...>) {
+    return (std::uint64_t{0} | ... | (lower::reads_cached<Out, I>::value ? std::uint64_t{1} << I : 0));
+  }(std::make_integer_sequence<int, NS>{});
+  using RegisterDesc =
+      RowDesc<typename lower::keep_cached<typename lower::remap_slots<lower::TypeList<Stages...>, A>::type, kOutReads>::type,
+              typename lower::keep_cached<typename lower::remap_slots<Out, A>::type, kOutReads>::type>;
 
   // The slots A aliases hold the same values: same pointer and strides (their iteration spaces
   // have the same shape).
@@ -791,9 +807,9 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     return true;
   }
 
-  template <bool Cached, bool WarpPerRow, int U, int R, bool Online = false, bool Recompute = false>
+  template <bool Cached, bool WarpPerRow, int U, int R, bool Online = false>
   static void reduce(const Args& a, unsigned blocks, int threads, std::size_t smem, cudaStream_t stream) {
-    using D = std::conditional_t<(R > 0), std::conditional_t<Recompute, RegisterDescKeeping<0>, RegisterDesc>, DescEx>;
+    using D = std::conditional_t<(R > 0), RegisterDesc, DescEx>;
     launch_after_previous<&row_reduce_kernel<D, Cached, WarpPerRow, U, R, Online, false, Args>>(blocks, static_cast<unsigned>(threads),
                           smem, stream, a);
   }
@@ -853,6 +869,32 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     }
   }
 
+  // Pointwise, in units of V elements: a block per span of threads x kPointwiseUnits units, or
+  // in the flat case (pointwise_flat) the blocks an SM holds at once (occupancy, asked once per
+  // kernel, block size and device), each looping over spans with the next span's loads issued
+  // before this one's maths (the kernel's pipelined path). On the H200, W1 back to back in
+  // bench_gpu: f32 0.148 ms this way, 0.157 with a block per span of 128 threads, 0.171 with
+  // the twelfth session's kernel; a single launch timed alone favours the block per span
+  // (0.139 ms), which is why MaxAutotune times candidates as calls run them.
+  template <int V>
+  static void pointwise(const Args& a, int threads, cudaStream_t stream) {
+    constexpr auto kernel = &pointwise_kernel<Desc, V, Args>;
+    const index_t work = a.rows * a.len / V, span = static_cast<index_t>(threads) * kPointwiseUnits<NL>;
+    index_t blocks = std::min<index_t>((work + span - 1) / span, index_t{1} << 20);
+    if (pointwise_flat<Desc>(a)) {
+      thread_local std::map<std::pair<int, int>, int> resident;  // (device, threads): blocks an SM holds
+      const auto key = std::make_pair(current_device(), threads);
+      auto it = resident.find(key);
+      if (it == resident.end()) {
+        int n = 0;
+        KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
+        it = resident.emplace(key, std::max(n, 1)).first;
+      }
+      blocks = std::min<index_t>(blocks, static_cast<index_t>(it->second) * multiprocessors());
+    }
+    launch_after_previous<kernel>(static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0, stream, a);
+  }
+
   // config.threads: threads per block (0: 256). Row reductions: config.chunks 0 kiln's choice
   // (registers where the row fits, else streamed 16-byte units, else elements), 1 element loads,
   // 2 streamed 16-byte units; config.variant for the streamed paths: 1 a warp per row, 2 a
@@ -862,13 +904,8 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     const int threads = cfg.threads > 0 ? cfg.threads : 256;
     const bool vec = cfg.chunks != 1 && vectorizable(a);
     if constexpr (NS == 0) {
-      // 128 threads a block by default (MaxAutotune's timings on the H200, W1 f32: 0.138 ms at
-      // 128, 0.143 at 256, 0.152 at 512; bf16 0.0856, 0.0857, 0.0867).
-      const int pt = cfg.threads > 0 ? cfg.threads : 128;
-      const index_t work = vec ? a.rows * a.len / W : a.rows * a.len, span = static_cast<index_t>(pt) * kPointwiseUnits<NL>;
-      const auto blocks = static_cast<unsigned>(std::min<index_t>((work + span - 1) / span, index_t{1} << 20));
-      if (vec) launch_after_previous<&pointwise_kernel<Desc, W, Args>>(blocks, static_cast<unsigned>(pt), 0, stream, a);
-      else launch_after_previous<&pointwise_kernel<Desc, 1, Args>>(blocks, static_cast<unsigned>(pt), 0, stream, a);
+      if (vec) pointwise<W>(a, threads, stream);
+      else pointwise<1>(a, threads, stream);
     } else {
       constexpr int R = kRowRegisterUnits;
       const index_t nu = a.len / W;
@@ -876,19 +913,14 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
       if (registers && nu <= kRowRegisterThreads * R) {
         // The register path: a warp per row where the row fits 32 x R units, else a block of
         // the fewest warps (a power of two) that holds it.
-        const bool choose = kRecomputes && cfg.variant != 3 && cfg.variant != 4;  // kiln's choice
         if (nu <= 32 * R) {
           const int rows_per_block = std::min(threads, kRowRegisterThreads) / 32;
-          const auto blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
-          if (kRecomputes && (cfg.variant == 3 || (choose && recompute_fits_more<true>(32 * rows_per_block))))
-            reduce<false, true, W, R, false, kRecomputes>(a, blocks, 32 * rows_per_block, 0, stream);
-          else reduce<false, true, W, R>(a, blocks, 32 * rows_per_block, 0, stream);
+          reduce<false, true, W, R>(a, static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block),
+                                    32 * rows_per_block, 0, stream);
         } else {
           int group = 64;
           while (group * R < nu) group *= 2;
-          if (kRecomputes && (cfg.variant == 3 || (choose && recompute_fits_more<false>(group))))
-            reduce<false, false, W, R, false, kRecomputes>(a, static_cast<unsigned>(a.rows), group, 0, stream);
-          else reduce<false, false, W, R>(a, static_cast<unsigned>(a.rows), group, 0, stream);
+          reduce<false, false, W, R>(a, static_cast<unsigned>(a.rows), group, 0, stream);
         }
       } else if (!(registers && reduce_split<R>(a, nu, stream))) {
         const bool warp = cfg.variant == 1 || (cfg.variant == 0 && a.len <= kWarpRowMax);
