@@ -27,10 +27,10 @@ TEST_CASE("bf16 in ReduceOverhead: a transformer FFN replayed as a graph") {
 }
 
 // Pointwise kernels over more spans than the GPU holds blocks at once: the flat path (one row,
-// unit strides) launches the resident blocks, which loop, issuing each next span's loads before
-// this span's maths (row_kernel.cuh). 16-byte units and single elements (a length that is not
-// a multiple of the vector), one input and two, f32 and bf16; the last span partial in each.
-// Against float64.
+// unit strides, 16-byte units) launches the resident blocks, which loop, issuing each next
+// span's loads before this span's maths (row_kernel.cuh); a length that is not a multiple of
+// the vector takes the general kernel with element loads. One input and two, f32 and bf16; the
+// last span partial in each. Against float64.
 template <class S>
 void flat_pointwise(std::size_t n) {
   const auto dev = kiln::Device::cuda();
@@ -45,7 +45,7 @@ void flat_pointwise(std::size_t n) {
 }
 TEST_CASE("pointwise kernels over many spans: the resident grid's pipelined loop") {
   flat_pointwise<float>(4 * 1300001);  // 16-byte units: 1270 spans of 4096 elements
-  flat_pointwise<float>(1300001);      // elements: 1270 spans of 1024
+  flat_pointwise<float>(1300001);      // elements (the general kernel): 1270 blocks of 1024
   flat_pointwise<kiln::bf16>(8 * 1300001);
 }
 

@@ -888,22 +888,22 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   }
 
   // Pointwise, in units of V elements: a block per span of threads x kPointwiseUnits units, or
-  // in the flat case (pointwise_flat) the blocks an SM holds at once (occupancy, asked once per
+  // in the flat case (pointwise_flat) with 16-byte units the blocks an SM holds at once (occupancy, asked once per
   // kernel, block size and device), each looping over spans with the next span's loads issued
   // before this one's maths (the kernel's pipelined path). On the H200, W1 back to back in
   // bench_gpu: f32 0.148 ms this way, 0.157 with a block per span of 128 threads, 0.171 with
   // the twelfth session's kernel; a single launch timed alone favours the block per span
-  // (0.139 ms), which is why MaxAutotune times candidates as calls run them.
+  // (0.138 ms), which is why MaxAutotune times candidates as calls run them.
   template <int V>
   static void pointwise(const Args& a, int threads, cudaStream_t stream) {
     const index_t work = a.rows * a.len / V, span = static_cast<index_t>(threads) * kPointwiseUnits<NL>;
     const index_t blocks = std::min<index_t>((work + span - 1) / span, index_t{1} << 20);
-    if (!pointwise_flat<Desc>(a)) {
+    if (V == 1 || !pointwise_flat<Desc>(a)) {  // element loads (rare: unaligned or odd lengths) stay general
       launch_after_previous<&pointwise_kernel<Desc, V, false, Args>>(static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0,
                                                                     stream, a);
       return;
     }
-    constexpr auto kernel = &pointwise_kernel<Desc, V, true, Args>;
+    constexpr auto kernel = &pointwise_kernel<Desc, V, (V > 1), Args>;
     thread_local std::map<std::pair<int, int>, int> resident;  // (device, threads): blocks an SM holds
     const auto key = std::make_pair(current_device(), threads);
     auto it = resident.find(key);
