@@ -171,7 +171,7 @@ inline constexpr bool loads_slot(std::uint64_t mask, int s) { return s >= 64 || 
 // Fills v[s] with the unit at column j of each load s in Mask: W = 1: the element (any inner
 // stride); W > 1: a 16-byte load where the inner stride is 1, the one element broadcast where
 // it is 0.
-// UnitInner: the caller knows every inner stride in Mask is 1, so no test.
+// UnitInner (W > 1): the caller knows every inner stride in Mask is 1, so no test.
 template <std::uint64_t Mask, int NL, int W, bool UnitInner = false, class S>
 __device__ __forceinline__ void load_unit(raw_t<S, W> (&v)[NL > 0 ? NL : 1], const S* const* ptr, const index_t* inner,
                                           index_t j) {
@@ -179,7 +179,7 @@ __device__ __forceinline__ void load_unit(raw_t<S, W> (&v)[NL > 0 ? NL : 1], con
   for (int s = 0; s < NL; ++s) {
     if (!loads_slot(Mask, s)) continue;
     if constexpr (W == 1) {
-      v[s] = ptr[s][UnitInner ? j : j * inner[s]];
+      v[s] = ptr[s][j * inner[s]];
     } else if (UnitInner || inner[s] == 1) {
       v[s] = *reinterpret_cast<const float4*>(ptr[s] + j);
     } else {
@@ -418,7 +418,7 @@ inline constexpr std::uint64_t pointwise_loads = []<class... E>(lower::TypeList<
 // The flat case: one row, every load read with inner stride 1 (a rank-0 load's is 0: a
 // broadcast), so element e of every load is at e.
 template <class Desc, class Args>
-KILN_HOST_DEVICE KILN_INLINE bool pointwise_flat(const Args& a) {
+bool pointwise_flat(const Args& a) {
   bool flat = a.rows == 1;
   for (int s = 0; s < Desc::nloads; ++s)
     if (loads_slot(pointwise_loads<Desc>, s)) flat = flat && a.inner[s] == 1;
@@ -437,7 +437,7 @@ __global__ void pointwise_kernel(const Args a) {
   constexpr int NL = Desc::nloads, U = kPointwiseUnits<NL>;
   constexpr std::uint64_t Mask = pointwise_loads<Desc>;
   const index_t nu = a.len / W, total = a.rows * nu;
-  const index_t span = static_cast<index_t>(blockDim.x) * U;
+  const index_t step = blockDim.x, span = step * U;  // a thread's units are step apart
   T consts[Desc::nconsts > 0 ? Desc::nconsts : 1];
 #pragma unroll
   for (int c = 0; c < Desc::nconsts; ++c) consts[c] = a.consts[c];
@@ -462,7 +462,7 @@ __global__ void pointwise_kernel(const Args a) {
     const auto load_span = [&](index_t e0, raw_t<S, W>(&v)[U][NL > 0 ? NL : 1]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+        const index_t e = e0 + u * step;
         if (e < total) load_unit<Mask, NL, W, true>(v[u], a.ptr, a.inner, e * W);
       }
     };
@@ -476,7 +476,7 @@ __global__ void pointwise_kernel(const Args a) {
       if (e1 < total) load_span(e1, next);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const index_t e = e0 + u * static_cast<index_t>(blockDim.x);
+        const index_t e = e0 + u * step;
         if (e >= total) break;
         store(v[u], 0, e);
       }
@@ -488,7 +488,6 @@ __global__ void pointwise_kernel(const Args a) {
         for (int s = 0; s < (NL > 0 ? NL : 1); ++s) v[u][s] = next[u][s];
     }
   } else {
-    const index_t step = blockDim.x;
     for (index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x; e0 < total; e0 += stride) {
       raw_t<S, W> v[U][NL > 0 ? NL : 1];
       index_t r[U], ju[U];
@@ -517,7 +516,7 @@ __global__ void pointwise_kernel(const Args a) {
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (e0 + u * static_cast<index_t>(blockDim.x) >= total) break;
+        if (e0 + u * step >= total) break;
         store(v[u], r[u], ju[u]);
       }
     }
@@ -888,9 +887,10 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   }
 
   // Pointwise, in units of V elements: a block per span of threads x kPointwiseUnits units, or
-  // in the flat case (pointwise_flat) with 16-byte units the blocks an SM holds at once (occupancy, asked once per
-  // kernel, block size and device), each looping over spans with the next span's loads issued
-  // before this one's maths (the kernel's pipelined path). On the H200, W1 back to back in
+  // in the flat case (pointwise_flat) with 16-byte units the blocks an SM holds at once
+  // (occupancy, asked once per kernel, block size and device), each looping over spans with the
+  // next span's loads issued before this one's maths (the kernel's pipelined path). Element
+  // loads (rare: unaligned or odd lengths) always take the general kernel. On the H200, W1 back to back in
   // bench_gpu: f32 0.148 ms this way, 0.157 with a block per span of 128 threads, 0.171 with
   // the twelfth session's kernel; a single launch timed alone favours the block per span
   // (0.138 ms), which is why MaxAutotune times candidates as calls run them.
@@ -898,22 +898,24 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   static void pointwise(const Args& a, int threads, cudaStream_t stream) {
     const index_t work = a.rows * a.len / V, span = static_cast<index_t>(threads) * kPointwiseUnits<NL>;
     const index_t blocks = std::min<index_t>((work + span - 1) / span, index_t{1} << 20);
-    if (V == 1 || !pointwise_flat<Desc>(a)) {  // element loads (rare: unaligned or odd lengths) stay general
-      launch_after_previous<&pointwise_kernel<Desc, V, false, Args>>(static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0,
-                                                                    stream, a);
-      return;
+    if constexpr (V > 1) {
+      if (pointwise_flat<Desc>(a)) {
+        constexpr auto kernel = &pointwise_kernel<Desc, V, true, Args>;
+        thread_local std::map<std::pair<int, int>, int> resident;  // (device, threads): blocks an SM holds
+        const auto key = std::make_pair(current_device(), threads);
+        auto it = resident.find(key);
+        if (it == resident.end()) {
+          int n = 0;
+          KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
+          it = resident.emplace(key, std::max(n, 1)).first;
+        }
+        const index_t resident_blocks = std::min<index_t>(blocks, static_cast<index_t>(it->second) * multiprocessors());
+        launch_after_previous<kernel>(static_cast<unsigned>(resident_blocks), static_cast<unsigned>(threads), 0, stream, a);
+        return;
+      }
     }
-    constexpr auto kernel = &pointwise_kernel<Desc, V, (V > 1), Args>;
-    thread_local std::map<std::pair<int, int>, int> resident;  // (device, threads): blocks an SM holds
-    const auto key = std::make_pair(current_device(), threads);
-    auto it = resident.find(key);
-    if (it == resident.end()) {
-      int n = 0;
-      KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
-      it = resident.emplace(key, std::max(n, 1)).first;
-    }
-    const index_t resident_blocks = std::min<index_t>(blocks, static_cast<index_t>(it->second) * multiprocessors());
-    launch_after_previous<kernel>(static_cast<unsigned>(resident_blocks), static_cast<unsigned>(threads), 0, stream, a);
+    launch_after_previous<&pointwise_kernel<Desc, V, false, Args>>(static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0, stream,
+                                                                  a);
   }
 
   // config.threads: threads per block (0: 256). Row reductions: config.chunks 0 kiln's choice
