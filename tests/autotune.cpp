@@ -107,12 +107,40 @@ TEST_CASE("MaxAutotune reports its choice and the candidates' times") {
   const auto xt = kiln::randn<float>({64, 300}, 1);
   ref::check_close(f(x = xt), ref::map(ref::from(xt), [](double v) { return 2 * std::exp(v); }));
   const std::string e = f.explain();
-  CHECK(e.find("autotune: chose threads=") != std::string::npos);
-  CHECK(e.find("candidates: threads=1 ") != std::string::npos);
+  CHECK(e.find("autotune: chose ") != std::string::npos);
+  CHECK(e.find("candidates: Default's configuration (threads=auto) ") != std::string::npos);
+  CHECK(e.find("; threads=1 ") != std::string::npos);
   CHECK(f.autotune_stats().tuned == 1);
   auto g = kiln::compile<kiln::MaxAutotune>(kiln::exp(x) * 2.0f);
   g(x = xt);
   CHECK(g.autotune_stats().from_cache == 1);
   CHECK(g.explain().find("from the cache") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("MaxAutotune keeps Default's configuration unless a candidate beats it by the margin") {
+  using kiln::runtime::kTuneMargin;
+  using kiln::runtime::TuneChoice;
+  const kiln::cpu::LaunchConfig one{1, 0, 0, 0}, two{2, 0, 0, 0};
+  TuneChoice near;  // 3% faster: within the timing's noise, Default stays
+  near.offer_default(1.0);
+  near.offer(one, 0.97);
+  CHECK(near.kept_default());
+  CHECK(near.chosen().config.threads == 0);
+  CHECK(near.chosen().ms == 1.0);
+  TuneChoice far;  // the fastest of the candidates that beat the margin
+  far.offer_default(1.0);
+  far.offer(one, 0.90);
+  far.offer(two, 0.80);
+  far.offer(one, 0.85);
+  CHECK(!far.kept_default());
+  CHECK(far.chosen().config.threads == 2);
+  CHECK(far.chosen().ms == 0.80);
+  TuneChoice edge;  // exactly the margin is not more than it
+  edge.offer_default(1.0);
+  edge.offer(one, 1.0 - kTuneMargin);
+  CHECK(edge.kept_default());
+  TuneChoice none;  // no other candidate ran
+  none.offer_default(2.0);
+  CHECK(none.kept_default());
 }

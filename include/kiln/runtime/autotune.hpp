@@ -69,8 +69,10 @@ struct TuneRecord {
 // The file format's version, raised when a stored config's meaning changes (2: a CUDA GEMM's
 // variant 0 is kiln's choice and kLtAlgo + i cuBLASLt's algorithm i; a CUDA row kernel's chunks
 // 1 asks for element loads; 3: a CUDA row reduction's chunks 0 is the register path and 2 the
-// streamed 16-byte one), so that an older cache is tuned again rather than misread.
-inline constexpr const char* kAutotuneVersion = "3";
+// streamed 16-byte one; 4: Default's configuration is kept unless a candidate beats it by
+// kTuneMargin, so choices stored by the fastest-wins rule are tuned again), so that an older
+// cache is tuned again rather than misread.
+inline constexpr const char* kAutotuneVersion = "4";
 
 inline std::string encode_body(const std::string& key, const TuneRecord& r) {
   std::ostringstream s;
@@ -151,6 +153,26 @@ class AutotuneCache {
 struct AutotuneStats {
   int tuned = 0;
   int from_cache = 0;
+};
+
+// MaxAutotune's choice. Default's launch configuration (cpu::LaunchConfig{}, what Default and
+// ReduceOverhead run) is timed first as the incumbent; a candidate replaces it only when it is
+// faster by more than kTuneMargin of the incumbent's time, and then the fastest candidate wins.
+// Without the margin the choice follows the timing's noise: on the H200, W1's pointwise kernel
+// chose 128 threads at 0.1458 ms against Default's 256 at 0.1501 (3% apart) and then ran at
+// 0.153 against 0.148 in the calls (docs/notes/cuda-status.md, thirteenth session), so a tuned
+// program could be slower than the untuned one.
+inline constexpr double kTuneMargin = 0.05;
+
+struct TuneChoice {
+  TuneRecord incumbent{{}, -1};  // Default's configuration and its time; ms < 0 before it is timed
+  TuneRecord fastest{{}, 1e300};  // the fastest other candidate
+  void offer_default(double ms) { incumbent = {cpu::LaunchConfig{}, ms}; }
+  void offer(const cpu::LaunchConfig& c, double ms) {
+    if (ms < fastest.ms) fastest = {c, ms};
+  }
+  bool kept_default() const { return incumbent.ms >= 0 && !(fastest.ms < incumbent.ms * (1 - kTuneMargin)); }
+  TuneRecord chosen() const { return kept_default() ? incumbent : fastest; }
 };
 
 template <class F>

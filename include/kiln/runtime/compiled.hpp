@@ -884,10 +884,10 @@ class Compiled {
     }
     std::vector<cpu::LaunchConfig> cands;
     if constexpr (requires { pr.args.epilogue; })
-      cands = cuda::gemm_candidates(pr.gemm_plan.get(), cuda::small_gemm_applies(pr.args, Desc::has_epilogue),
+      cands = cuda::gemm_candidates(pr.gemm_plan.get(),
                                     cuda::tc_gemm_offered<Desc> && cuda::tc_gemm_applies(pr.args, Desc::has_epilogue));
     else cands = cuda::candidates<Desc>();
-    TuneRecord best{{}, 1e300};
+    TuneChoice choice;
     std::string notes;
     cuda::Event e0, e1;
     // Candidates are timed as a CUDA graph of two launches back to back, replayed, half the
@@ -900,14 +900,19 @@ class Compiled {
     // against 0.146 ms, which back to back took 0.157 against 0.148). Not with the real
     // predecessor: running that one again could read arena bytes this kernel has since written
     // (values whose lifetimes do not meet share bytes).
-    for (const cpu::LaunchConfig& c : cands) {
+    // Default's configuration first, as the incumbent (TuneChoice).
+    cands.insert(cands.begin(), cpu::LaunchConfig{});
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      const cpu::LaunchConfig& c = cands[i];
+      const std::string described = i == 0 ? defaults_note(describe_cuda<Desc>(c)) : describe_cuda<Desc>(c);
       pr.cuda_config = c;
       try {
         launch_cuda<G>(st, stream);  // warm-up
       } catch (const CudaError& e) {
         // A block size the kernel's registers do not allow is not a candidate; any other failure is an error.
         if (e.code != cudaErrorLaunchOutOfResources) throw;
-        notes += (notes.empty() ? "" : "; ") + describe_cuda<Desc>(c) + " does not launch";
+        if (i == 0) throw;  // Default's configuration must launch
+        notes += "; " + described + " does not launch";
         continue;
       }
       const cuda::CapturedLaunches pair(stream, [&] {
@@ -922,13 +927,16 @@ class Compiled {
         KILN_CUDA_CHECK(cudaEventRecord(e1, stream));
         best_ms = std::min(best_ms, e1.since(e0) / 2.0f);
       }
-      notes += (notes.empty() ? "" : "; ") + describe_cuda<Desc>(c) + " " + std::to_string(best_ms) + " ms";
-      if (best_ms < best.ms) best = {c, best_ms};
+      notes += (i == 0 ? "" : "; ") + described + " " + std::to_string(best_ms) + " ms";
+      if (i == 0) choice.offer_default(best_ms);
+      else choice.offer(c, best_ms);
     }
+    const TuneRecord best = choice.chosen();
     pr.cuda_config = best.config;
     cache.store(key, best);
     ++stats_.tuned;
-    st.tune_notes[G] = "chose " + describe_cuda<Desc>(best.config) + "; candidates (each timed as a graph of two launches, per launch): " + notes;
+    st.tune_notes[G] = "chose " + chosen_note(choice, describe_cuda<Desc>(best.config)) +
+                       "; candidates (each timed as a graph of two launches, per launch): " + notes;
   }
   template <class Desc>
   static std::string describe_cuda(const cpu::LaunchConfig& c) {
@@ -936,9 +944,9 @@ class Compiled {
       if (c.variant >= cuda::kLtAlgo) return "cuBLASLt algorithm " + std::to_string(c.variant - cuda::kLtAlgo);
       if (c.variant == cuda::kTcGemm && c.chunks == cuda::kTcWgmmaTma) return "kiln's wgmma kernel fed by TMA, persistent, 128 x 128 tiles";
       if (c.variant == cuda::kTcGemm) return "kiln's mma.sync kernel, 64 x 64 tiles";
-      return "default (the small-product kernel where it applies)";
+      return "the small-product kernel where it applies, else cuBLASLt's first algorithm";
     }
-    std::string s = std::to_string(c.threads) + " threads/block";
+    std::string s = c.threads ? std::to_string(c.threads) + " threads/block" : std::string("the default block size");
     if (c.variant == 1) s += ", a warp per row";
     if (c.variant == 2) s += ", a block per row";
     if (c.chunks == 1) s += ", element loads";
@@ -964,20 +972,34 @@ class Compiled {
       st.tune_notes[G] = describe(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
       return;
     }
-    TuneRecord best{{}, 1e300};
+    TuneChoice choice;
     std::string notes;
-    for (const cpu::LaunchConfig& c : Kernel::candidates(pr.args)) {
+    const auto time_config = [&](const cpu::LaunchConfig& c) {
       pr.config() = c;
       if constexpr (requires { Kernel::prepare(pr.args); }) Kernel::prepare(pr.args);
-      const double ms = time_ms([&] { Kernel::run(pr.args); });
-      notes += (notes.empty() ? "" : "; ") + describe(c) + " " + std::to_string(ms) + " ms";
-      if (ms < best.ms) best = {c, ms};
+      return time_ms([&] { Kernel::run(pr.args); });
+    };
+    choice.offer_default(time_config(cpu::LaunchConfig{}));
+    notes = defaults_note(describe(cpu::LaunchConfig{})) + " " + std::to_string(choice.incumbent.ms) + " ms";
+    for (const cpu::LaunchConfig& c : Kernel::candidates(pr.args)) {
+      const double ms = time_config(c);
+      notes += "; " + describe(c) + " " + std::to_string(ms) + " ms";
+      choice.offer(c, ms);
     }
+    const TuneRecord best = choice.chosen();
     pr.config() = best.config;
     if constexpr (requires { Kernel::prepare(pr.args); }) Kernel::prepare(pr.args);
     cache.store(key, best);
     ++stats_.tuned;
-    st.tune_notes[G] = "chose " + describe(best.config) + "; candidates: " + notes;
+    st.tune_notes[G] = "chose " + chosen_note(choice, describe(best.config)) + "; candidates: " + notes;
+  }
+
+  // The choice as explain() prints it: Default's configuration kept is said so, with the margin.
+  static std::string defaults_note(const std::string& described) { return "Default's configuration (" + described + ")"; }
+  static std::string chosen_note(const TuneChoice& choice, const std::string& described) {
+    if (!choice.kept_default()) return described;
+    return defaults_note(described) + ": no candidate faster by more than " +
+           std::to_string(static_cast<int>(kTuneMargin * 100 + 0.5)) + "%";
   }
 
   // The shape part of an autotune key: every extent and stride a kernel runs with.

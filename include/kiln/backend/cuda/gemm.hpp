@@ -387,12 +387,11 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
 }
 
-// MaxAutotune's GEMM candidates: the small-product kernel where it applies, kiln's tensor-core
-// kernel's tile shapes where it applies, and the heuristic's first algorithms (none for an
-// empty product).
-inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool small, bool tensor_cores) {
+// MaxAutotune's GEMM candidates besides Default's configuration (variant 0: the small-product
+// kernel where it applies, which MaxAutotune times first as the incumbent): kiln's tensor-core
+// kernels where they apply, and the heuristic's first algorithms (none for an empty product).
+inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool tensor_cores) {
   std::vector<cpu::LaunchConfig> c;
-  if (small) c.push_back({0, 0, 0, 0});
   if (tensor_cores)
     for (int variant : tc_variants()) c.push_back({0, variant, kTcGemm, 0});
   for (int i = 0; i < (plan ? std::min(plan->nalgos, 4) : 1); ++i) c.push_back({0, 0, kLtAlgo + i, 0});
