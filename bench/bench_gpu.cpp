@@ -42,6 +42,27 @@ void Copy(benchmark::State& state) {
 }
 BENCHMARK(Copy)->Name("Copy/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// A copy that moves as many bytes as a bandwidth workload must (half read, half written), timed
+// the same way: what a kernel of that size can reach. W2 and W3 move 38-151 MB in 10-40 us, where
+// the start and the drain of a grid and the L2 (the H200's holds 50 MB of the last call's bytes)
+// weigh more than in Copy/f32's 2 GB; report_gpu.py shows each workload against it too.
+void CopyLike(benchmark::State& state, double traffic_bytes) {
+  const auto n = static_cast<std::size_t>(traffic_bytes / 2);
+  kiln::cuda::Buffer a(n, kiln::cuda::current_device()), b(n, kiln::cuda::current_device());
+  KILN_CUDA_CHECK(cudaMemsetAsync(a.get(), 1, n, kiln::cuda::stream()));
+  bench::time_calls(state, [&] {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice, kiln::cuda::stream()));
+  }, 2.0 * static_cast<double>(n), 0);
+}
+// The bytes of W1 (x read, y written), W2 (x, r read, y written) and W3 (s read, y written).
+constexpr double kW1Elems = 67108864.0, kW2Elems = 16384.0 * 768, kW3Elems = 16384.0 * 1024;
+BENCHMARK_CAPTURE(CopyLike, w1_f32, 2 * 4 * kW1Elems)->Name("Copy/W1/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(CopyLike, w1_bf16, 2 * 2 * kW1Elems)->Name("Copy/W1/bf16")->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(CopyLike, w2_f32, 3 * 4 * kW2Elems)->Name("Copy/W2/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(CopyLike, w2_bf16, 3 * 2 * kW2Elems)->Name("Copy/W2/bf16")->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(CopyLike, w3_f32, 2 * 4 * kW3Elems)->Name("Copy/W3/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(CopyLike, w3_bf16, 2 * 2 * kW3Elems)->Name("Copy/W3/bf16")->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // Inputs drawn in f32 and converted, as the PyTorch script does, so both types see the same
 // values. Drawn once per process and kept on the host (Google Benchmark runs each case once
 // per repetition, and drawing 2^26 normals takes longer than the timing); each case copies

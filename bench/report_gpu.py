@@ -9,7 +9,8 @@ Prints the markdown to stdout; with --write also writes it to that file, replaci
 kiln's benchmarks are named workload[/B<batch>]/dtype/mode (W1/f32/Eager, W4/B4096/bf16/MaxAutotune,
 W5/f32/Default; modes Eager, Default, ReduceOverhead, MaxAutotune), with the time in real_time
 (unit time_unit) and the user counters GBps, TFLOPs and peak_MB, each of which may be absent.
-Copy/f32's GBps is the copy ceiling. Of aggregates only the median is used; repetitions without
+Copy/f32's GBps is the copy ceiling; Copy/<workload>/<dtype> is a copy moving that workload's bytes
+(read + written), the ceiling at that size. Of aggregates only the median is used; repetitions without
 aggregates are reduced to their median here.
 """
 import argparse
@@ -36,7 +37,9 @@ def parse_name(name):
     # A benchmark registered with ->Arg(B) carries the argument as a last segment: drop it.
     if len(parts) == 5 and re.fullmatch(r"B\d+", parts[1]) and parts[4] == parts[1][1:]:
         parts = parts[:4]
-    if parts and parts[0] == "Copy":
+    if parts and parts[0] == "Copy":  # Copy/f32, or Copy/W2/bf16: the workload in the mode's place
+        if len(parts) == 3:
+            return ("Copy", None, parts[2], parts[1])
         return ("Copy", None, parts[1] if len(parts) > 1 else "f32", None)
     if len(parts) == 4 and re.fullmatch(r"B\d+", parts[1]):
         workload, batch, dtype, mode = parts[0], int(parts[1][1:]), parts[2], parts[3]
@@ -154,12 +157,15 @@ def render(kiln, ctx, torch, copy_torch):
         ceilings.append(f"{copy_torch['gbps']:.0f} GB/s measured by PyTorch (`y.copy_(x)`{size})")
     lines.append("Copy ceiling, device to device, bytes read + written: "
                  + ("; ".join(ceilings) if ceilings else DASH) + ". "
-                 "The % column is kiln's best mode's bandwidth over kiln's own copy ceiling.")
+                 "The % column is kiln's best mode's bandwidth over kiln's own copy ceiling; the "
+                 "same-size column over a copy of that workload's bytes (`Copy/<workload>/<dtype>`, "
+                 "as many bytes read and written as the workload moves), timed the same way in "
+                 "the same run: what a kernel of that size reaches.")
     lines.append("")
     lines.append("| workload | dtype | kiln Eager | kiln Default | kiln ReduceOverhead | kiln MaxAutotune "
                  "| PyTorch best (mode) | PyTorch best / kiln best | kiln best GB/s | % of copy "
-                 "| kiln best TFLOP/s | peak MB kiln / PyTorch |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "| % of same-size copy | kiln best TFLOP/s | peak MB kiln / PyTorch |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for key in sorted(keys, key=row_order):
         workload, batch, dtype = key
@@ -188,19 +194,22 @@ def render(kiln, ctx, torch, copy_torch):
 
         t_cell = f"{f_ms(t_best[0])} ({t_best[1]})" if t_best else DASH
         ratio = f"{t_best[0] / k_best[0]:.2f}x" if t_best and k_best else DASH
-        gbps = pct = tflops = DASH
+        gbps = pct = pct_same = tflops = DASH
         if k_best:
             r = k_best[2]
             if workload in BANDWIDTH_WORKLOADS and r.get("gbps") is not None:
                 gbps = f_num(r["gbps"])
                 if kiln_copy:
                     pct = f"{100 * r['gbps'] / kiln_copy:.0f}%"
+                same = kiln.get(("Copy", None, dtype, workload), {}).get("gbps")
+                if same:
+                    pct_same = f"{100 * r['gbps'] / same:.0f}% ({same:.0f} GB/s)"
             if r.get("tflops") is not None:
                 tflops = f_num(r["tflops"], 1)
         k_peak = f_num(k_best[2].get("peak_mb")) if k_best else DASH
         t_peak = f_num(t_best[2].get("peak_mb")) if t_best else DASH
         lines.append(f"| {label} | {dtype} | " + " | ".join(cells) + f" | {t_cell} | {ratio} | "
-                     f"{gbps} | {pct} | {tflops} | {k_peak} / {t_peak} |")
+                     f"{gbps} | {pct} | {pct_same} | {tflops} | {k_peak} / {t_peak} |")
     lines.append("")
     lines.append("- PyTorch best is the fastest of the modes it ran (eager, torch.compile's default "
                  "mode as `compile`, `reduce-overhead`, and `max-autotune` when asked); the ratio "

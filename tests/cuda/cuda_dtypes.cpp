@@ -128,10 +128,14 @@ static_assert(kind<LOp<kiln::Add, LLoad<0>, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_D
 static_assert(kind<LOp<kiln::Mul, LLoad<0>, LLoad<1>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
 static_assert(kind<LOp<kiln::Gelu, LOp<kiln::Add, LLoad<0>, LLoad<1>>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);  // exact gelu
 static_assert(kind<LOp<kiln::Relu, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
+static_assert(kind<LOp<kiln::GeluTanh, LOp<kiln::Add, LLoad<1>, LLoad<0>>>, 0> == CUBLASLT_EPILOGUE_GELU_BIAS);
+static_assert(kiln::cuda::lt_epilogue_of<LOp<kiln::GeluTanh, LOp<kiln::Add, LLoad<1>, LLoad<0>>>, 0>::bias == 1);
+static_assert(kind<LOp<kiln::Sigmoid, LOp<kiln::Add, LLoad<0>, LLoad<1>>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
 }  // namespace lt_patterns
 
-// cuBLASLt's own epilogues: x w + b, b + x w and relu(x w + b) with b broadcast over the rows
-// run as one cuBLASLt call (BIAS, RELU_BIAS); against float64, f32 and bf16.
+// cuBLASLt's own epilogues: x w + b, b + x w, relu(x w + b) and gelu_tanh(x w + b) with b
+// broadcast over the rows run as one cuBLASLt call (BIAS, RELU_BIAS, GELU_BIAS); against
+// float64, f32 and bf16.
 template <class S>
 void lt_epilogues() {
   constexpr auto x = kiln::input<"x", 2, S>();
@@ -150,8 +154,14 @@ void lt_epilogues() {
   dtype_cases::check(bias_first(x = xt, w = wt, b = bt), want, 1.0, atol);
   const auto want_relu = ref::map(want, [](double v) { return v > 0 ? v : 0.0; });
   for (int rep = 0; rep < 3; ++rep) dtype_cases::check(relu_bias(x = xt, w = wt, b = bt), want_relu, 1.0, atol);
+  auto gelu_bias = kiln::compile<kiln::ReduceOverhead>(kiln::gelu_tanh(kiln::matmul(x, w) + b));
+  CHECK(gelu_bias.kernel_count() == 1);
+  const auto want_gelu = ref::map(want, [](double v) {
+    return 0.5 * v * (1 + std::tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v)));
+  });
+  for (int rep = 0; rep < 3; ++rep) dtype_cases::check(gelu_bias(x = xt, w = wt, b = bt), want_gelu, 1.0, atol);
 }
-TEST_CASE("cuBLASLt bias and relu epilogues") {
+TEST_CASE("cuBLASLt bias, relu and gelu_tanh epilogues") {
   lt_epilogues<float>();
   lt_epilogues<kiln::bf16>();
 }

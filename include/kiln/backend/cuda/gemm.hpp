@@ -82,9 +82,11 @@ struct LtTypes<f16> {
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
-// cuBLASLt's own epilogues that a kernel's epilogue can be: acc + bias (BIAS) and
-// relu(acc + bias) (RELU_BIAS), with bias a load other than the accumulator. Whether the bias
-// is a row vector broadcast over the rows is known only at plan time (lt_bias_slot).
+// cuBLASLt's own epilogues that a kernel's epilogue can be: acc + bias (BIAS), relu(acc + bias)
+// (RELU_BIAS) and gelu_tanh(acc + bias) (GELU_BIAS: cuBLASLt's GELU is the tanh form,
+// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); kiln::gelu, the exact form, is not one of
+// them), with bias a load other than the accumulator. Whether the bias is a row vector broadcast
+// over the rows is known only at plan time (lt_bias_slot).
 template <class Epi, int Acc>
 struct lt_epilogue_of {
   static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
@@ -102,10 +104,18 @@ struct lt_epilogue_of<lower::LOp<Add, lower::LLoad<B>, lower::LLoad<Acc>>, Acc> 
   static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_BIAS;
   static constexpr int bias = B;
 };
-template <class Inner, int Acc>
-struct lt_epilogue_of<lower::LOp<Relu, Inner>, Acc> {
+// The activation epilogue cuBLASLt applies after its bias, per kiln op.
+template <class Op>
+inline constexpr cublasLtEpilogue_t lt_activation_bias = CUBLASLT_EPILOGUE_DEFAULT;
+template <>
+inline constexpr cublasLtEpilogue_t lt_activation_bias<Relu> = CUBLASLT_EPILOGUE_RELU_BIAS;
+template <>
+inline constexpr cublasLtEpilogue_t lt_activation_bias<GeluTanh> = CUBLASLT_EPILOGUE_GELU_BIAS;
+template <class Op, class Inner, int Acc>
+  requires(lt_activation_bias<Op> != CUBLASLT_EPILOGUE_DEFAULT)
+struct lt_epilogue_of<lower::LOp<Op, Inner>, Acc> {
   static constexpr bool bias_add = lt_epilogue_of<Inner, Acc>::kind == CUBLASLT_EPILOGUE_BIAS;
-  static constexpr cublasLtEpilogue_t kind = bias_add ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  static constexpr cublasLtEpilogue_t kind = bias_add ? lt_activation_bias<Op> : CUBLASLT_EPILOGUE_DEFAULT;
   static constexpr int bias = bias_add ? lt_epilogue_of<Inner, Acc>::bias : -1;
 };
 
@@ -132,7 +142,7 @@ struct GemmPlan {
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulHeuristicResult_t algos[8] = {};
   int nalgos = 0;
-  int bias_slot = -1;  // cuBLASLt applies the epilogue (BIAS or RELU_BIAS), reading this load
+  int bias_slot = -1;  // cuBLASLt applies the epilogue (BIAS, RELU_BIAS or GELU_BIAS), reading this load
   GemmPlan() = default;
   GemmPlan(const GemmPlan&) = delete;
   GemmPlan& operator=(const GemmPlan&) = delete;
