@@ -1,9 +1,11 @@
-// The fusion contract, checked through kernel_count(), and the plan text of explain().
+// The fusion contract, checked through kernel_count(), and the plan text of explain(). The
+// cases that run kernels are in merge_cases.hpp and plan_cases.hpp (the GPU runs them too).
 #include <bit>
 #include <cstdint>
 #include <type_traits>
 
 #include "merge_cases.hpp"
+#include "plan_cases.hpp"
 #include "reference.hpp"
 #include "kiln/lower/hoist.hpp"
 #include "kiln/lower/online.hpp"
@@ -165,37 +167,9 @@ TEST_CASE("merged in-place updates read every old value (AdamW's pattern), and t
 }
 
 TEST_CASE("a sum_to that sums nothing is not run: its readers read its input") {
-  // d/d(matmul) of matmul(x, w) + b is sum_to(dy, the matmul's shape): the identity, as the
-  // matmul has the sum's shape. The next gradient (through w) reads dy itself.
-  constexpr auto w3 = kiln::param<"w3", 2>();
-  constexpr auto loss = kiln::sum(kiln::matmul(kiln::tanh(kiln::matmul(x, w) + b), w3) * r);
-  const auto [gw, gb, gw3] = kiln::grad(loss, w, b, w3);
-  auto f = kiln::compile(kiln::outputs(gw, gb, gw3));
-  const auto xt = kiln::randn<float>({7, 5}, 31), wt = kiln::randn<float>({5, 6}, 32), bt = kiln::randn<float>({6}, 33);
-  const auto w3t = kiln::randn<float>({6, 4}, 34), rt = kiln::randn<float>({7, 4}, 35);
-  auto [tgw, tgb, tgw3] = f(x = xt, w = wt, b = bt, w3 = w3t, r = rt);
-  CHECK(f.explain().find("not run: its input has its shape") != std::string::npos);
-  // References in float64: h = tanh(x w + b), dh = r w3^T (1 - h^2).
-  const ref::Array X = ref::from(xt), W = ref::from(wt), B = ref::from(bt), W3 = ref::from(w3t), R = ref::from(rt);
-  const ref::Array z = ref::matmul(X, W);
-  ref::Array h = z;
-  for (std::size_t i = 0; i < h.numel(); ++i) h.data[i] = std::tanh(z.data[i] + B.data[i % 6]);
-  const ref::Array gw3_ref = ref::matmul(ref::transpose(h), R);
-  ref::Array dh = ref::matmul(R, ref::transpose(W3));
-  for (std::size_t i = 0; i < dh.numel(); ++i) dh.data[i] *= 1 - h.data[i] * h.data[i];
-  ref::check_close(tgw3, gw3_ref);
-  ref::check_close(tgw, ref::matmul(ref::transpose(X), dh));
-  ref::check_close(tgb, ref::reduce(dh, 0, ref::Red::Sum, false));
+  plan_cases::identity_sum_to_not_run();
 }
 
 TEST_CASE("a sum_to that sums nothing and is an output (here assigned) is still run") {
-  // Its value is copied from its own buffer after the last kernel (a review found the skipped
-  // kernel left that buffer empty). p <- sum_to(x, p) with x of p's shape: p = x.
-  constexpr auto p = kiln::param<"p", 2>();
-  auto f = kiln::compile(kiln::outputs(kiln::assign(p, kiln::sum_to(x, p))));
-  const auto xt = kiln::randn<float>({4, 5}, 41);
-  kiln::Tensor<float> pt = kiln::randn<float>({4, 5}, 42);
-  f(x = xt, p = pt);
-  ref::check_close(pt, ref::from(xt));
-  CHECK(f.explain().find("not run") == std::string::npos);
+  plan_cases::assigned_identity_sum_to_runs();
 }

@@ -1,8 +1,10 @@
 // The CUDA backend's modes and failure paths: ReduceOverhead's graphs (replayed, re-captured
 // for new addresses, outputs never overwritten), no cudaMalloc in steady state, MaxAutotune's
-// tuning on the device, the errors: mixed devices, out of memory, a failed CUDA call; and merged
-// kernels (multiple outputs) with their broadcast fallback.
+// tuning on the device, the errors: mixed devices, out of memory, a failed CUDA call; merged
+// kernels (multiple outputs) with their broadcast fallback, and the plan suites' other cases that
+// run kernels (plan_cases.hpp).
 #include "../merge_cases.hpp"
+#include "../plan_cases.hpp"
 #include "../reference.hpp"
 
 namespace {
@@ -124,4 +126,16 @@ TEST_CASE_FIXTURE(cases::OnGpu, "multiple outputs: a merged kernel writes both v
 
 TEST_CASE_FIXTURE(cases::OnGpu, "multiple outputs: merged in-place updates read the old values; the fallback copies") {
   merge_cases::merged_in_place_updates();
+}
+
+TEST_CASE_FIXTURE(cases::OnGpu, "plan: a sum_to that sums nothing is not run; its readers read its input") {
+  plan_cases::identity_sum_to_not_run();
+}
+
+TEST_CASE_FIXTURE(cases::OnGpu, "plan: a sum_to that sums nothing and is assigned is still run") {
+  plan_cases::assigned_identity_sum_to_runs();
+}
+
+TEST_CASE_FIXTURE(cases::OnGpu, "plan: an eager chain reuses its intermediates' memory and stays correct") {
+  plan_cases::eager_chain_reuses_memory();
 }

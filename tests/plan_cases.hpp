@@ -1,0 +1,66 @@
+// The plan cases that run kernels: skipped sum_to kernels and their readers, an assigned sum_to
+// that is still run, an eager chain that reuses its intermediates' memory. Run on
+// cases::device(): the CPU (plan_fusion.cpp, plan_memory.cpp) and the GPU
+// (cuda/cuda_modes.cpp), against float64. The plan itself does not depend on the device.
+#pragma once
+#include <cmath>
+#include <string>
+
+#include "on_device.hpp"
+
+namespace plan_cases {
+
+// d/d(matmul) of matmul(x, w) + b is sum_to(dy, the matmul's shape): the identity, as the
+// matmul has the sum's shape. The next gradient (through w) reads dy itself.
+inline void identity_sum_to_not_run() {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto r = kiln::input<"r", 2>();
+  constexpr auto w = kiln::param<"w", 2>();
+  constexpr auto b = kiln::param<"b", 1>();
+  constexpr auto w3 = kiln::param<"w3", 2>();
+  constexpr auto loss = kiln::sum(kiln::matmul(kiln::tanh(kiln::matmul(x, w) + b), w3) * r);
+  const auto [gw, gb, gw3] = kiln::grad(loss, w, b, w3);
+  auto f = kiln::compile(kiln::outputs(gw, gb, gw3));
+  const auto xt = cases::randn({7, 5}, 31), wt = cases::randn({5, 6}, 32), bt = cases::randn({6}, 33);
+  const auto w3t = cases::randn({6, 4}, 34), rt = cases::randn({7, 4}, 35);
+  auto [tgw, tgb, tgw3] = f(x = xt, w = wt, b = bt, w3 = w3t, r = rt);
+  CHECK(f.explain().find("not run: its input has its shape") != std::string::npos);
+  // References in float64: h = tanh(x w + b), dh = r w3^T (1 - h^2).
+  const ref::Array X = ref::from(xt.cpu()), W = ref::from(wt.cpu()), B = ref::from(bt.cpu());
+  const ref::Array W3 = ref::from(w3t.cpu()), R = ref::from(rt.cpu());
+  const ref::Array z = ref::matmul(X, W);
+  ref::Array h = z;
+  for (std::size_t i = 0; i < h.numel(); ++i) h.data[i] = std::tanh(z.data[i] + B.data[i % 6]);
+  const ref::Array gw3_ref = ref::matmul(ref::transpose(h), R);
+  ref::Array dh = ref::matmul(R, ref::transpose(W3));
+  for (std::size_t i = 0; i < dh.numel(); ++i) dh.data[i] *= 1 - h.data[i] * h.data[i];
+  ref::check_close(tgw3.cpu(), gw3_ref);
+  ref::check_close(tgw.cpu(), ref::matmul(ref::transpose(X), dh));
+  ref::check_close(tgb.cpu(), ref::reduce(dh, 0, ref::Red::Sum, false));
+}
+
+// Its value is copied from its own buffer after the last kernel (a review found the skipped
+// kernel left that buffer empty). p <- sum_to(x, p) with x of p's shape: p = x.
+inline void assigned_identity_sum_to_runs() {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto p = kiln::param<"p", 2>();
+  auto f = kiln::compile(kiln::outputs(kiln::assign(p, kiln::sum_to(x, p))));
+  const auto xt = cases::randn({4, 5}, 41);
+  kiln::Tensor<float> pt = cases::randn({4, 5}, 42);
+  f(x = xt, p = pt);
+  ref::check_close(pt.cpu(), ref::from(xt.cpu()));
+  CHECK(f.explain().find("not run") == std::string::npos);
+}
+
+inline void eager_chain_reuses_memory() {
+  constexpr auto x = kiln::input<"x", 1>();
+  constexpr auto y = kiln::exp(kiln::exp(kiln::exp(x * 0.1f) * 0.1f) * 0.1f) * 0.1f;
+  auto e = kiln::eager(y);
+  CHECK(e.kernel_count() == 7);
+  const auto xt = cases::randn({10000}, 3);
+  ref::check_close(e(x = xt).cpu(), ref::map(ref::from(xt.cpu()), [](double v) {
+                     return std::exp(std::exp(std::exp(v * 0.1) * 0.1) * 0.1) * 0.1;
+                   }));
+}
+
+}  // namespace plan_cases
