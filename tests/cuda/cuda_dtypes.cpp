@@ -161,6 +161,43 @@ void lt_epilogues() {
   });
   for (int rep = 0; rep < 3; ++rep) dtype_cases::check(gelu_bias(x = xt, w = wt, b = bt), want_gelu, 1.0, atol);
 }
+// An epilogue cuBLASLt cannot apply, over a product cuBLASLt computes (512 or 509 rows): with a
+// bias broadcast over the rows it runs as the flat kernel that reads the bias at each unit's
+// column (pointwise kernel 2: gelu, a bias first, an odd row count whose columns wrap at
+// different places per thread), and where another load is neither the product's shape nor a
+// bias (a same-shaped r, a column c) as the general kernel. The reference rounds the product to
+// S where cuBLASLt stores it, then applies the epilogue in float64.
+template <class S>
+void epilogue_rows() {
+  constexpr auto x = kiln::input<"x", 2, S>();
+  constexpr auto r = kiln::input<"r", 2, S>();
+  constexpr auto w = kiln::param<"w", 2, S>();
+  constexpr auto b = kiln::param<"b", 1, S>();
+  const auto dev = kiln::Device::cuda();
+  auto gelu_bias = kiln::compile(kiln::gelu(kiln::matmul(x, w) + b));
+  auto bias_first = kiln::compile<kiln::ReduceOverhead>(kiln::sigmoid(b + kiln::matmul(x, w)) * 2.0f);
+  auto with_r = kiln::compile(kiln::gelu(kiln::matmul(x, w) + b) * r);
+  const double atol = std::is_same_v<S, float> ? 1e-5 : ref::Tol<S>::atol;
+  for (std::size_t rows : {512, 509}) {
+    const auto xt = dtype_cases::randn_on<S>({rows, 256}, 71 + rows, dev), wt = dtype_cases::randn_on<S>({256, 384}, 72, dev, 0.0625);
+    const auto bt = dtype_cases::randn_on<S>({384}, 73, dev), rt = dtype_cases::randn_on<S>({rows, 384}, 74, dev);
+    const auto ct = dtype_cases::randn_on<S>({rows, 1}, 75, dev);
+    const auto z = dtype_cases::add(ref::map(ref::matmul(ref::from(xt.cpu()), ref::from(wt.cpu())), dtype_cases::round_to<S>),
+                                    ref::from(bt.cpu()));
+    for (int rep = 0; rep < 2; ++rep) {
+      dtype_cases::check(gelu_bias(x = xt, w = wt, b = bt), ref::map(z, ref::gelu), 1.0, atol);
+      dtype_cases::check(bias_first(x = xt, w = wt, b = bt), ref::map(z, [](double v) { return 2 * ref::sigmoid(v); }), 1.0, atol);
+      for (const auto* q : {&rt, &ct})
+        dtype_cases::check(with_r(x = xt, w = wt, b = bt, r = *q),
+                           ref::zip(z, ref::from(q->cpu()), [](double v, double p) { return ref::gelu(v) * p; }), 1.0, atol);
+    }
+  }
+}
+TEST_CASE("GEMM epilogues with a bias over the product's rows: the flat kernel, and the general one") {
+  epilogue_rows<float>();
+  epilogue_rows<kiln::bf16>();
+}
+
 TEST_CASE("cuBLASLt bias, relu and gelu_tanh epilogues") {
   lt_epilogues<float>();
   lt_epilogues<kiln::bf16>();

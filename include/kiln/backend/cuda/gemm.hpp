@@ -282,6 +282,17 @@ SmallGemmShape small_gemm_shape(const G& g) {
   return s;
 }
 
+// A GEMM's epilogue run after cuBLASLt, the row kernel Epi over the product (load Acc) in
+// place, as its own descriptor (launch<GemmEpilogue<Epi, Acc>>, kernels.cuh) so that only
+// epilogues instantiate the flat kernel that reads a bias vector at each unit's column
+// (RowKernelCuda::run_epilogue).
+template <class Epi, int Acc>
+struct GemmEpilogue {};
+template <class Epi, int Acc>
+struct kernel_args<GemmEpilogue<Epi, Acc>> {
+  using type = launch_args_t<Epi>;
+};
+
 // Launched as its own descriptor: launch<SmallGemm<Desc>> (kernels.cuh).
 template <class Desc>
 struct SmallGemm {};
@@ -393,7 +404,7 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
   if constexpr (Desc::has_epilogue) {
     using Epilogue = lower::RowKernel<T, typename Desc::epilogue, lower::TypeList<>, Desc::nloads, Desc::nconsts>;
-    if (!epilogue_done) launch<Epilogue>(g.epilogue, cpu::LaunchConfig{}, stream, nullptr);
+    if (!epilogue_done) launch<GemmEpilogue<Epilogue, Desc::acc_slot>>(g.epilogue, cpu::LaunchConfig{}, stream, nullptr);
   }
 }
 

@@ -24,6 +24,14 @@ struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = ReduceToKernelCuda<lower::ReduceToKernel<T, Tr, NL, NC>>;
 };
 
+template <class Epi, int Acc>
+struct kernel_impl<GemmEpilogue<Epi, Acc>> {
+  struct type {
+    static void run(const launch_args_t<Epi>& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void*) {
+      RowKernelCuda<Epi>::template run_epilogue<Acc>(a, cfg, stream);
+    }
+  };
+};
 template <class Desc>
 struct kernel_impl<SmallGemm<Desc>> {
   using type = SmallGemmCuda<Desc>;

@@ -425,11 +425,16 @@ bool pointwise_flat(const Args& a) {
   return flat;
 }
 
-// Flat: the kernel for the flat case (the caller checked pointwise_flat), a kernel of its own so
-// that its registers do not count against the general one's occupancy (in one kernel, W4's
-// gelu(acc + b) went from 80 to 86 registers, two blocks of 256 an SM instead of three, 21.4 ->
-// 23.0 us).
-template <class Desc, int W, bool Flat, class Args>
+// Flat: 0 the general kernel; 1 the flat case (the caller checked pointwise_flat), a kernel of
+// its own so that its registers do not count against the general one's occupancy (in one
+// kernel, W4's gelu(acc + b) went from 80 to 86 registers, two blocks of 256 an SM instead of
+// three, 21.4 -> 23.0 us); 2 the flat case over several rows where the loads in Laid are laid
+// out as the output and the others are one row broadcast over the rows (a bias:
+// pointwise_rows_flat). Those are read at the unit's column (which each thread carries from span
+// to span by one addition) when the unit is computed, not a span ahead: they stay in L1, and
+// registers hold only the laid-out loads in flight. Kernel 2 is launched for GEMM epilogues
+// only (RowKernelCuda::run_epilogue), so other kernels do not instantiate it.
+template <class Desc, int W, int Flat, class Args, std::uint64_t Laid = 0>
 __global__ void pointwise_kernel(const Args a) {
   await_previous_kernel();
   using S = typename Desc::value_type;
@@ -454,20 +459,29 @@ __global__ void pointwise_kernel(const Args a) {
       }(typename Desc::extras{}, std::make_integer_sequence<int, Desc::nextra>{});
     }
   };
-  if constexpr (Flat) {
+  if constexpr (Flat > 0) {
     // The flat path, pipelined: a thread issues the loads of its next span before the maths of
     // this one, so loads stay in flight while it computes (run() launches the blocks an SM holds
     // at once, so most threads loop). A span's elements are read and written by one thread, so
     // an output that is also an input (in place) only meets loads of its own span, made earlier.
+    // Flat 2: col[u] is unit u's column (e mod nu), advanced by stride mod nu a span.
+    constexpr std::uint64_t Ahead = Flat == 2 ? (Mask & Laid) : Mask;  // loads issued a span ahead
+    constexpr std::uint64_t AtUse = Flat == 2 ? (Mask & ~Laid) : 0;    // broadcast rows, read at use
+    [[maybe_unused]] std::uint32_t col[U] = {}, advance = 0;
     const auto load_span = [&](index_t e0, raw_t<S, W>(&v)[U][NL > 0 ? NL : 1]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const index_t e = e0 + u * step;
-        if (e < total) load_unit<Mask, NL, W, true>(v[u], a.ptr, a.inner, e * W);
+        if (e < total) load_unit<Ahead, NL, W, true>(v[u], a.ptr, a.inner, e * W);
       }
     };
     index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x;
     if (e0 >= total) return;
+    if constexpr (Flat == 2) {
+      advance = static_cast<std::uint32_t>(stride % nu);
+#pragma unroll
+      for (int u = 0; u < U; ++u) col[u] = static_cast<std::uint32_t>((e0 + u * step) % nu);
+    }
     raw_t<S, W> v[U][NL > 0 ? NL : 1];
     load_span(e0, v);
     for (;;) {
@@ -478,6 +492,7 @@ __global__ void pointwise_kernel(const Args a) {
       for (int u = 0; u < U; ++u) {
         const index_t e = e0 + u * step;
         if (e >= total) break;
+        if constexpr (AtUse != 0) load_unit<AtUse, NL, W, true>(v[u], a.ptr, a.inner, static_cast<index_t>(col[u]) * W);
         store(v[u], 0, e);
       }
       if (e1 >= total) return;
@@ -485,7 +500,15 @@ __global__ void pointwise_kernel(const Args a) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int s = 0; s < (NL > 0 ? NL : 1); ++s) v[u][s] = next[u][s];
+        for (int s = 0; s < (NL > 0 ? NL : 1); ++s)
+          if (loads_slot(Ahead, s)) v[u][s] = next[u][s];
+      if constexpr (Flat == 2) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          col[u] += advance;
+          if (col[u] >= nu) col[u] -= static_cast<std::uint32_t>(nu);
+        }
+      }
     }
   } else {
     for (index_t e0 = static_cast<index_t>(blockIdx.x) * span + threadIdx.x; e0 < total; e0 += stride) {
@@ -895,27 +918,66 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   // the twelfth session's kernel; a single launch timed alone favours the block per span
   // (0.138 ms), which is why MaxAutotune times candidates as calls run them.
   template <int V>
-  static void pointwise(const Args& a, int threads, cudaStream_t stream) {
+  static index_t pointwise_blocks(const Args& a, int threads) {
     const index_t work = a.rows * a.len / V, span = static_cast<index_t>(threads) * kPointwiseUnits<NL>;
-    const index_t blocks = std::min<index_t>((work + span - 1) / span, index_t{1} << 20);
+    return std::min<index_t>((work + span - 1) / span, index_t{1} << 20);
+  }
+  // A flat kernel's launch: at most the blocks the SMs hold at once.
+  template <auto Kernel>
+  static void launch_resident(index_t blocks, int threads, cudaStream_t stream, const Args& a) {
+    thread_local std::map<std::pair<int, int>, int> resident;  // (device, threads): blocks an SM holds
+    const auto key = std::make_pair(current_device(), threads);
+    auto it = resident.find(key);
+    if (it == resident.end()) {
+      int n = 0;
+      KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, threads, 0));
+      it = resident.emplace(key, std::max(n, 1)).first;
+    }
+    const index_t resident_blocks = std::min<index_t>(blocks, static_cast<index_t>(it->second) * multiprocessors());
+    launch_after_previous<Kernel>(static_cast<unsigned>(resident_blocks), static_cast<unsigned>(threads), 0, stream, a);
+  }
+  template <int V>
+  static void pointwise(const Args& a, int threads, cudaStream_t stream) {
+    const index_t blocks = pointwise_blocks<V>(a, threads);
     if constexpr (V > 1) {
-      if (pointwise_flat<Desc>(a)) {
-        constexpr auto kernel = &pointwise_kernel<Desc, V, true, Args>;
-        thread_local std::map<std::pair<int, int>, int> resident;  // (device, threads): blocks an SM holds
-        const auto key = std::make_pair(current_device(), threads);
-        auto it = resident.find(key);
-        if (it == resident.end()) {
-          int n = 0;
-          KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0));
-          it = resident.emplace(key, std::max(n, 1)).first;
-        }
-        const index_t resident_blocks = std::min<index_t>(blocks, static_cast<index_t>(it->second) * multiprocessors());
-        launch_after_previous<kernel>(static_cast<unsigned>(resident_blocks), static_cast<unsigned>(threads), 0, stream, a);
-        return;
+      if (pointwise_flat<Desc>(a)) return launch_resident<&pointwise_kernel<Desc, V, 1, Args>>(blocks, threads, stream, a);
+    }
+    launch_after_previous<&pointwise_kernel<Desc, V, 0, Args>>(static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0, stream,
+                                                                  a);
+  }
+
+  // The flat case over several rows (pointwise kernel 2): the output is contiguous rows x len,
+  // the loads in Laid that the kernel reads are laid out as the output and the others one row
+  // broadcast over the rows (a GEMM epilogue's bias). Columns are carried in 32 bits.
+  template <std::uint64_t Laid>
+  static bool pointwise_rows_flat(const Args& a) {
+    if (a.rows <= 1 || a.nrow_dims < 1 || a.len / W >= (index_t{1} << 31)) return false;
+    for (int s = 0; s < NL; ++s) {
+      if (!loads_slot(pointwise_loads<Desc>, s)) continue;
+      if (a.inner[s] != 1) return false;
+      const bool laid = loads_slot(Laid, s);
+      index_t stride = a.len;
+      for (int d = a.nrow_dims - 1; d >= 0; --d) {
+        if (a.outer[s][d] != (laid ? stride : 0)) return false;
+        stride *= a.row_dims[d];
       }
     }
-    launch_after_previous<&pointwise_kernel<Desc, V, false, Args>>(static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0, stream,
-                                                                  a);
+    return true;
+  }
+
+  // A GEMM's epilogue (cuda::GemmEpilogue; in place over the product, load Acc): where every
+  // other load it reads is a bias broadcast over the product's rows, the flat kernel that reads
+  // those at each unit's column (pointwise kernel 2) instead of the general one that finds each
+  // unit's row and column; else run(). W4's exact gelu(acc + b) over [4096, 3072] is one.
+  template <int Acc>
+  static void run_epilogue(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream) {
+    if constexpr (NS == 0 && NE == 0 && W > 1 && Acc < 64) {
+      constexpr std::uint64_t Laid = std::uint64_t{1} << Acc;
+      const int threads = cfg.threads > 0 ? cfg.threads : 256;
+      if (a.rows > 0 && a.len > 0 && cfg.chunks != 1 && vectorizable(a) && pointwise_rows_flat<Laid>(a))
+        return launch_resident<&pointwise_kernel<Desc, W, 2, Args, Laid>>(pointwise_blocks<W>(a, threads), threads, stream, a);
+    }
+    run(a, cfg, stream);
   }
 
   // config.threads: threads per block (0: 256). Row reductions: config.chunks 0 kiln's choice
