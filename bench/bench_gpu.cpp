@@ -32,20 +32,11 @@ void run(benchmark::State& state, const Expr& e, const kiln::Shape& out_shape, d
     if (std::getenv("KILN_BENCH_EXPLAIN")) std::fprintf(stderr, "%s\n", f.explain().c_str());
 }
 
-void Copy(benchmark::State& state) {
-  const std::size_t n = std::size_t{1} << 28;
-  kiln::Tensor<float> a({n}, kiln::Device::cuda()), b({n}, kiln::Device::cuda());
-  a.fill(1.0f);
-  bench::time_calls(state, [&] {
-    KILN_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), n * 4, cudaMemcpyDeviceToDevice, kiln::cuda::stream()));
-  }, 8.0 * n, 0);
-}
-BENCHMARK(Copy)->Name("Copy/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
-
-// A copy that moves as many bytes as a bandwidth workload must (half read, half written), timed
-// the same way: what a kernel of that size can reach. W2 and W3 move 38-151 MB in 10-40 us, where
-// the start and the drain of a grid and the L2 (the H200's holds 50 MB of the last call's bytes)
-// weigh more than in Copy/f32's 2 GB; report_gpu.py shows each workload against it too.
+// A device-to-device copy of traffic_bytes / 2 bytes (half read, half written), timed as the
+// workloads are. Copy/f32 (2^28 floats, 2 GB moved) is the bandwidth ceiling; Copy/<workload>
+// moves as many bytes as that workload must: W2 and W3 move 38-151 MB in 10-40 us, where the
+// start and the drain of a grid and the L2 (the H200's holds 50 MB of the last call's bytes)
+// weigh more than in the 2 GB copy; report_gpu.py shows each workload against both.
 void CopyLike(benchmark::State& state, double traffic_bytes) {
   const auto n = static_cast<std::size_t>(traffic_bytes / 2);
   kiln::cuda::Buffer a(n, kiln::cuda::current_device()), b(n, kiln::cuda::current_device());
@@ -54,6 +45,7 @@ void CopyLike(benchmark::State& state, double traffic_bytes) {
     KILN_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice, kiln::cuda::stream()));
   }, 2.0 * static_cast<double>(n), 0);
 }
+BENCHMARK_CAPTURE(CopyLike, f32, 8.0 * (std::size_t{1} << 28))->Name("Copy/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
 // The bytes of W1 (x read, y written), W2 (x, r read, y written) and W3 (s read, y written).
 constexpr double kW1Elems = 67108864.0, kW2Elems = 16384.0 * 768, kW3Elems = 16384.0 * 1024;
 BENCHMARK_CAPTURE(CopyLike, w1_f32, 2 * 4 * kW1Elems)->Name("Copy/W1/f32")->UseManualTime()->Unit(benchmark::kMillisecond);
