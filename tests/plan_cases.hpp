@@ -63,4 +63,48 @@ inline void eager_chain_reuses_memory() {
                    }));
 }
 
+// A bias gradient beside its weight gradient: with z = (x / 32) w + b + c (of order one for the
+// widths used), loss = sum(tanh(z) r) and
+// dz = r (1 - tanh(z)^2): gw = x^T dz, gb = dz summed over its rows (b is [n]), gc = dz summed
+// over its columns (c is [k, 1]). The plan gives gb's sum_to to gw's GEMM (the rank-1 sum
+// first); on CUDA cuBLASLt's BGRADA writes it during the product, and gc's sum_to, which is not
+// a column sum, runs as its own kernel. On the CPU both run as their own kernels.
+template <class T = float>
+inline void bias_gradient_beside_the_weight_gradient(std::size_t k, std::size_t in, std::size_t n) {
+  constexpr auto x = kiln::input<"x", 2, T>();
+  constexpr auto r = kiln::input<"r", 2, T>();
+  constexpr auto w = kiln::param<"w", 2, T>();
+  constexpr auto b = kiln::param<"b", 1, T>();
+  constexpr auto c = kiln::param<"c", 2, T>();
+  constexpr auto loss = kiln::sum(kiln::tanh(kiln::matmul(x * 0.03125f, w) + b + c) * r);
+  const auto [gw, gb, gc] = kiln::grad(loss, w, b, c);
+  auto f = kiln::compile(kiln::outputs(gw, gb, gc));
+  CAPTURE(k);
+  CAPTURE(n);
+  const auto xt = cases::randn<T>({k, in}, 61), wt = cases::randn<T>({in, n}, 62), bt = cases::randn<T>({n}, 63);
+  const auto ct = cases::randn<T>({k, 1}, 64), rt = cases::randn<T>({k, n}, 65);
+  auto [tgw, tgb, tgc] = f(x = xt, w = wt, b = bt, c = ct, r = rt);
+  const std::string text = f.explain();
+  CHECK(text.find("(the column sums of B, cuBLASLt's BGRADA)") != std::string::npos);  // the plan
+  const std::size_t folded = text.find("computed by kernel");
+  CHECK((folded != std::string::npos) == cases::device().is_cuda());
+  if (folded != std::string::npos) CHECK(text.find("computed by kernel", folded + 1) == std::string::npos);
+  // References in float64 from the same (rounded) inputs.
+  const ref::Array X = ref::from(xt.cpu()), W = ref::from(wt.cpu()), B = ref::from(bt.cpu());
+  const ref::Array C = ref::from(ct.cpu()), R = ref::from(rt.cpu());
+  ref::Array dz = ref::matmul(X, W);
+  for (std::size_t i = 0; i < dz.numel(); ++i) {
+    const double h = std::tanh(dz.data[i] / 32 + B.data[i % n] + C.data[i / n]);
+    dz.data[i] = R.data[i] * (1 - h * h);
+  }
+  // gw = (x / 32)^T dz. bf16: each dz is rounded to 8 bits (relative 2^-9) before the sums and
+  // the product, so a sum of m terms of order one is off by about 2^-9 sqrt(m) (0.03 to 0.05
+  // seen over 300 and 1024 terms): atol 0.01 sqrt(m). A wrong or missing row is off by O(1).
+  const auto tol = [](std::size_t terms) { return sizeof(T) == 2 ? 0.01 * std::sqrt(double(terms)) : 1e-5; };
+  const double rtol = sizeof(T) == 2 ? 3e-2 : ref::Tol<T>::rtol;
+  ref::check_close(tgw.cpu(), ref::map(ref::matmul(ref::transpose(X), dz), [](double v) { return v / 32; }), rtol, tol(k) / 32);
+  ref::check_close(tgb.cpu(), ref::reduce(dz, 0, ref::Red::Sum, false), rtol, tol(k));
+  ref::check_close(tgc.cpu(), ref::reduce(dz, 1, ref::Red::Sum, true), rtol, tol(n));
+}
+
 }  // namespace plan_cases

@@ -173,3 +173,8 @@ TEST_CASE("a sum_to that sums nothing is not run: its readers read its input") {
 TEST_CASE("a sum_to that sums nothing and is an output (here assigned) is still run") {
   plan_cases::assigned_identity_sum_to_runs();
 }
+
+TEST_CASE("a bias gradient's sum_to is planned beside its weight gradient's GEMM (run on its own on the CPU)") {
+  plan_cases::bias_gradient_beside_the_weight_gradient(37, 11, 24);
+}
+

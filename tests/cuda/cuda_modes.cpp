@@ -139,3 +139,10 @@ TEST_CASE_FIXTURE(cases::OnGpu, "plan: a sum_to that sums nothing and is assigne
 TEST_CASE_FIXTURE(cases::OnGpu, "plan: an eager chain reuses its intermediates' memory and stays correct") {
   plan_cases::eager_chain_reuses_memory();
 }
+
+TEST_CASE_FIXTURE(cases::OnGpu, "plan: a bias gradient is written by its weight gradient's GEMM (cuBLASLt's BGRADA)") {
+  plan_cases::bias_gradient_beside_the_weight_gradient(37, 11, 24);
+  plan_cases::bias_gradient_beside_the_weight_gradient(256, 784, 1024);  // W5's first layer
+  plan_cases::bias_gradient_beside_the_weight_gradient<kiln::bf16>(300, 512, 1024);
+}
+

@@ -66,8 +66,9 @@ struct Prepared {
   typename Kernel::Args args{};
   int load_buffer[Desc::nloads > 0 ? Desc::nloads : 1] = {};
   int out_buffer = -1, a_buffer = -1, b_buffer = -1, acc_buffer = -1;
-  // A pointwise kernel's extra outputs (the roots of kernels merged into it); -1 where that
-  // kernel runs on its own for these shapes.
+  // A pointwise kernel's extra outputs (the roots of kernels merged into it), or a GEMM's bias
+  // gradient (extra_buffer[0]: the root of the sum_to kernel folded into it, on CUDA); -1 where
+  // that kernel runs on its own for these shapes.
   int extra_buffer[schedule::kMaxExtra] = {-1, -1, -1, -1};
   std::unique_ptr<cpu::GemmWorkspace<compute_t<typename Desc::value_type>>> workspace;  // GEMM kernels only
   bool writes_input = false;  // an in-place kiln::assign: running it twice would update twice
@@ -75,6 +76,7 @@ struct Prepared {
   std::unique_ptr<cuda::GemmPlan> gemm_plan;  // GEMM kernels on a CUDA device
   cuda::Buffer scratch;                        // a total reduction's partials (prepare_scratch)
   cpu::LaunchConfig cuda_config;               // block size, variant (MaxAutotune's choice)
+  void* bias_grad_out = nullptr;               // a GEMM's bias gradient (extra_buffer[0]), this call's
 #endif
   cpu::LaunchConfig& config() { return args.config; }
   std::array<int, 1 + schedule::kMaxExtra> output_buffers() const {
@@ -246,6 +248,8 @@ class Compiled {
         s += line;
         if (st->skip[g] == Skip::Merged) s += "; runs inside kernel " + std::to_string(plan().groups[g].merged_into);
         if (st->skip[g] == Skip::Identity) s += "; not run: its input has its shape, and is read in its place";
+        if (st->skip[g] == Skip::Folded)
+          s += "; computed by kernel " + std::to_string(plan().groups[g].folded_into) + "'s GEMM (cuBLASLt's BGRADA)";
         if (st->profiled_calls > 0) {
           const double ms = st->profile_ms[g] / static_cast<double>(st->profiled_calls);
           double total = 0;
@@ -456,7 +460,7 @@ class Compiled {
     return std::tuple<Prepared<typename program::template kernel<G>>...>{};
   }(std::make_integer_sequence<int, nkernels>{}));
 
-  enum class Skip : std::uint8_t { No, Merged, Identity };
+  enum class Skip : std::uint8_t { No, Merged, Identity, Folded };
   struct State {
     std::vector<Shape> key;     // the input shapes this plan is for
     std::vector<Shape> shapes;  // every node's shape
@@ -474,7 +478,8 @@ class Compiled {
     std::array<int, NOut> output_source{};  // the buffer each output's value is written to
     // Kernels not run for these inputs: Merged, one merged into a later kernel (the plan's
     // merged_into) whose shape it has, which writes its root; Identity, a sum_to whose input
-    // already has its shape, whose root is its input's buffer (prepare_identities).
+    // already has its shape, whose root is its input's buffer (prepare_identities); Folded, a
+    // bias gradient that its GEMM kernel writes (the plan's folded_into, prepare_bias_gradients).
     std::array<Skip, (nkernels > 0 ? nkernels : 1)> skip{};
     bool runs(int g) const { return skip[g] == Skip::No; }
     Device device = Device::cpu();
@@ -657,6 +662,9 @@ class Compiled {
       pr.args.a.ptr = static_cast<const T*>(ptr[pr.a_buffer]);
       pr.args.b.ptr = static_cast<const T*>(ptr[pr.b_buffer]);
       pr.args.acc = static_cast<T*>(ptr[pr.acc_buffer]);
+#if KILN_WITH_CUDA
+      pr.bias_grad_out = pr.extra_buffer[0] >= 0 ? ptr[pr.extra_buffer[0]] : nullptr;
+#endif
     }
   }
 
@@ -725,7 +733,7 @@ class Compiled {
     using Desc = typename program::template kernel<G>;
     auto& pr = std::get<G>(st.kernels);
     if constexpr (requires { pr.args.epilogue; })
-      cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, overlap_previous<G>(st));
+      cuda::run_gemm<Desc>(pr.args, pr.gemm_plan.get(), pr.cuda_config, stream, overlap_previous<G>(st), pr.bias_grad_out);
     else cuda::launch<Desc>(pr.args, pr.cuda_config, stream, pr.scratch.get());
   }
 
@@ -781,6 +789,10 @@ class Compiled {
       w.p[0] = reinterpret_cast<const std::byte*>(a.epilogue.out);
       w.p[1] = reinterpret_cast<const std::byte*>(a.acc);
       w.bytes[1] = sizeof(TA) * static_cast<std::size_t>(a.batch * a.m * a.n);
+      if constexpr (plan().groups[H].bias_grad >= 0) {  // a bias gradient folded in: n sums
+        w.p[2] = static_cast<const std::byte*>(std::get<H>(st.kernels).bias_grad_out);
+        w.bytes[2] = sizeof(TA) * static_cast<std::size_t>(a.n);
+      }
     } else {
       w.p[0] = reinterpret_cast<const std::byte*>(a.out);
     }
@@ -1112,6 +1124,9 @@ class Compiled {
       prepare_kernel<G>(st, group_out[G], in_place[G]);
     });
     prepare_merges(st, group_out);
+#if KILN_WITH_CUDA
+    if (st.device.is_cuda()) prepare_bias_gradients(st, group_out);
+#endif
     for (int g = 0; g < nkernels; ++g)  // explain()'s counts: a kernel not run moves nothing
       if (!st.runs(g)) st.read_bytes[g] = st.write_bytes[g] = st.ops[g] = 0;
     assign_in_place(st, group_out, arena, keep_to_end);
@@ -1206,6 +1221,39 @@ class Compiled {
       }
     });
   }
+
+#if KILN_WITH_CUDA
+  // Bias gradients (the plan's bias_grad, schedule::fold_bias_gradients): GEMM kernel G computes
+  // C = A B, and sum_to kernel R sums B over its rows. On CUDA, where R runs (not an identity),
+  // its root is one row of B's columns ([n] or [1, n]), G's B is that value stored row-major
+  // (cuBLASLt's A, op N: BGRADA is not offered for op T) in one matrix, and cuBLASLt offers its
+  // BGRADA epilogue for the product, G writes R's root and R is not run.
+  template <class GroupOut>
+  void prepare_bias_gradients(State& st, const GroupOut& group_out) {
+    lower::for_each_index<nkernels>([&](auto gi) {
+      constexpr int G = decltype(gi)::value;
+      constexpr int R = plan().groups[G].bias_grad;
+      if constexpr (R >= 0) {
+        using Desc = typename program::template kernel<G>;
+        auto& pr = std::get<G>(st.kernels);
+        const auto& a = pr.args;
+        const int sum = plan().groups[R].root, c = graph().nodes[sum].children[0];
+        const Shape &bias = st.shapes[sum], &b = st.shapes[c];
+        const auto n = static_cast<std::size_t>(a.n), k = static_cast<std::size_t>(a.k);
+        const bool one_row = bias.rank() == 1 ? bias[0] == n : bias[0] == 1 && bias[1] == n;
+        if (!st.runs(R) || !pr.gemm_plan || pr.gemm_plan->bias_slot >= 0 || !one_row || a.batch != 1 || b.rank() != 2 ||
+            b[0] != k || b[1] != n || pr.b_buffer != st.faces[c].buffer || a.b.col != 1 || a.b.row != a.n)
+          return;
+        auto plan = cuda::make_gemm_plan<Desc>(a, /*bias_grad=*/true);
+        if (!plan) return;  // cuBLASLt offers no algorithm with the epilogue: R runs
+        pr.gemm_plan = std::move(plan);
+        pr.extra_buffer[0] = group_out[R];
+        st.skip[R] = Skip::Folded;
+        st.write_bytes[G] += st.write_bytes[R];
+      }
+    });
+  }
+#endif
 
   // kiln::assign without a copy: the value is written straight into the target's tensor when
   // its kernel is a pointwise one that reads the target's old value (if at all) only at the

@@ -77,6 +77,11 @@ std::string explain_kernel() {
   for (int e = 0; e < grp.nextra; ++e)
     out += ", " + label(Program::plan.groups[grp.extra[e]].root) + " of kernel " + std::to_string(grp.extra[e]);
   if (grp.merged_into >= 0) kind += " (merged into kernel " + std::to_string(grp.merged_into) + " where the shapes agree)";
+  if (grp.folded_into >= 0)
+    kind += " (on CUDA, of kernel " + std::to_string(grp.folded_into) + "'s GEMM where the shapes agree: a bias gradient)";
+  if (grp.bias_grad >= 0)
+    out += ", on CUDA " + label(Program::plan.groups[grp.bias_grad].root) + " of kernel " + std::to_string(grp.bias_grad) +
+           " (the column sums of B, cuBLASLt's BGRADA)";
   return "  kernel " + std::to_string(G) + ": " + kind + " -> " + out + " = [" + ops + "]; reads " +
          (read_list.empty() ? "nothing" : read_list) + (recomputed.empty() ? "" : "; recomputes " + recomputed) + "\n";
 }

@@ -18,6 +18,9 @@
 //   not launched. AdamW's m, v and weight updates become one kernel. Shapes are run-time, so
 //   the merge holds per shape signature (the runtime checks that A's shape is B's); where it
 //   does not, A runs as its own kernel and B recomputes A's value from A's inputs.
+// - Bias gradients (cuBLASLt's BGRADA): a sum_to kernel that sums the stored right operand B
+//   of a GEMM kernel over its rows (a linear layer's gb beside gw = x^T dz) may be written by
+//   that GEMM (fold_bias_gradients; the runtime decides per shape signature, on CUDA only).
 // - Everything else is materialised: outputs, matmul operands, sources of views, values used
 //   by several kernels. Views (transpose, reshape) never run a kernel.
 // Nodes are visited from the last to the first, so every consumer is placed before its
@@ -43,6 +46,11 @@ struct Group {
   int nextra = 0;               // Row: kernels merged into this one, whose roots it also writes
   int extra[kMaxExtra] = {};    // their indices, in execution order
   int merged_into = -1;         // Row: the later kernel that evaluates and writes this root
+  // Bias gradients (fold_bias_gradients): a GEMM kernel C = A B and a sum_to kernel that sums
+  // the stored B over its rows. On CUDA, where the shapes allow, cuBLASLt's BGRADA epilogue
+  // writes that sum during the product and the sum_to kernel does not run.
+  int bias_grad = -1;    // Gemm: the sum_to kernel it may compute
+  int folded_into = -1;  // ReduceTo: the GEMM kernel that may compute it
 };
 
 template <int N>
@@ -116,6 +124,57 @@ constexpr void merge_outputs(const graph::GraphInfo<N, NOut>& g, Plan<N>& p, con
     if (g.nodes[B.root].rank != g.nodes[A.root].rank || g.nodes[B.root].dtype != g.nodes[A.root].dtype) continue;
     A.merged_into = first;
     B.extra[B.nextra++] = a;
+  }
+}
+
+// Bias gradients (the backward of a bias add, cuBLASLt's BGRADA): a sum_to kernel R that only
+// sums a stored rank-2 value c (its tree is a load of c), and a GEMM kernel G whose matmul has c
+// as its right operand B (directly, or through a sum_to of c that is the identity where the
+// shapes agree: the gradient of a matmul's output before it reaches the matmul), of the same
+// element type. G may then write R's root, the column sums of B, during the product: that is
+// the bias gradient beside the weight gradient x^T dz. Every reader of R's root must run after
+// G and read it from memory as a value (no view). Whether the fold happens is the runtime's
+// call per shape signature (R sums B's rows into one row, B is stored row-major, the device is
+// a CUDA one and cuBLASLt offers the epilogue); otherwise R runs as its own kernel. A GEMM gets
+// one such R: sums to rank 1 first (from [k, n], only a column sum fits), then to rank 2 (a
+// [1, n] bias, or a [k, 1] one, which the runtime then leaves to R).
+template <int N, int NOut>
+constexpr void fold_bias_gradients(const graph::GraphInfo<N, NOut>& g, Plan<N>& p, const bool* live) {
+  for (int pass = 1; pass <= 2; ++pass) {
+    for (int r = 0; r < p.ngroups; ++r) {
+      Group& R = p.groups[r];
+      if (R.kind != KernelKind::ReduceTo || R.folded_into >= 0) continue;
+      const graph::NodeInfo& sum = g.nodes[R.root];
+      const int c = sum.children[0];
+      const graph::NodeInfo& cn = g.nodes[c];
+      if (cn.rank != 2 || sum.rank != pass || sum.dtype != cn.dtype) continue;
+      if (cn.kind == NodeKind::Constant || is_view(cn.kind) || p.recompute[c] || p.group_of[c] == r) continue;
+      // The first kernel reading R's root (none: an output only); a view of it keeps R.
+      int first = p.ngroups;
+      bool ok = true;
+      for (int u = R.root + 1; u < N && ok; ++u) {
+        if (!live[u] || !g.reads_value(u, R.root)) continue;
+        if (is_view(g.nodes[u].kind) || is_leaf(g.nodes[u].kind)) ok = false;
+        const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
+        for (int k = 0; k < n_in && ok; ++k) {
+          const int grp = p.recompute[u] ? p.recompute_in[u][k] : p.group_of[u];
+          if (grp < 0) ok = false;
+          else if (grp < first) first = grp;
+        }
+      }
+      if (!ok) continue;
+      for (int k = 0; k < p.ngroups; ++k) {
+        Group& G = p.groups[k];
+        if (G.kind != KernelKind::Gemm || G.bias_grad >= 0 || k >= first) continue;
+        const graph::NodeInfo& mm = g.nodes[G.gemm];
+        const int b = mm.children[1];
+        const bool through_identity = g.nodes[b].kind == NodeKind::ReduceTo && g.nodes[b].children[0] == c;
+        if (mm.rank != 2 || mm.dtype != cn.dtype || (b != c && !through_identity)) continue;
+        G.bias_grad = r;
+        R.folded_into = k;
+        break;
+      }
+    }
   }
 }
 
@@ -297,7 +356,10 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     if (p.group_of[i] >= 0) p.group_of[i] = remap[p.group_of[i]];
     for (int k = 0; k < p.nrecompute_in[i]; ++k) p.recompute_in[i][k] = remap[p.recompute_in[i][k]];
   }
-  if (fuse) merge_outputs(g, p, live);
+  if (fuse) {
+    merge_outputs(g, p, live);
+    fold_bias_gradients(g, p, live);
+  }
   return p;
 }
 

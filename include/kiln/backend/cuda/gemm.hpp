@@ -143,6 +143,7 @@ struct GemmPlan {
   cublasLtMatmulHeuristicResult_t algos[8] = {};
   int nalgos = 0;
   int bias_slot = -1;  // cuBLASLt applies the epilogue (BIAS, RELU_BIAS or GELU_BIAS), reading this load
+  bool bias_grad = false;  // cuBLASLt's BGRADA: it also writes B's column sums (run_gemm's bias_grad_out)
   GemmPlan() = default;
   GemmPlan(const GemmPlan&) = delete;
   GemmPlan& operator=(const GemmPlan&) = delete;
@@ -196,8 +197,12 @@ std::uint32_t operand_alignment(index_t batch_stride, int batch) {
 
 // Builds the descriptors for g's shape and strides (pointers are set at launch); none for an
 // empty product (a zero batch, m, n or k), which run_gemm handles without cuBLASLt.
+// bias_grad: with cuBLASLt's BGRADA epilogue, which also writes kiln's B summed over its rows
+// (cuBLASLt's A, n x k, summed over k: the bias gradient beside a weight gradient x^T dz);
+// none where cuBLASLt offers no algorithm for it (on the H200 it offers none for a transposed
+// B, op T), and the caller sums B apart.
 template <class Desc, class G>
-std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
+std::unique_ptr<GemmPlan> make_gemm_plan(const G& g, bool bias_grad = false) {
   using T = typename Desc::value_type;
   if (g.batch == 0 || g.m == 0 || g.n == 0 || g.k == 0) return nullptr;
   auto p = std::make_unique<GemmPlan>();
@@ -210,7 +215,11 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
   KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, LtTypes<T>::compute, LtTypes<T>::scale));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  if constexpr (Desc::has_epilogue) {
+  if (bias_grad) {  // the bias-gradient pointer is set at each launch
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BGRADA;
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    p->bias_grad = true;
+  } else if constexpr (Desc::has_epilogue) {
     p->bias_slot = lt_bias_slot<Desc>(g);
     if (p->bias_slot >= 0) {  // the bias pointer is set at each launch
       const cublasLtEpilogue_t epi = lt_epilogue_of<typename Desc::epilogue, Desc::acc_slot>::kind;
@@ -233,6 +242,7 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g) {
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(LtContext::get().handle, p->op, p->la, p->lb, p->lc, p->lc, pref,
                                                            8, p->algos, &p->nalgos);
   cublasLtMatmulPreferenceDestroy(pref);
+  if (bias_grad && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && p->nalgos == 0))) return nullptr;
   KILN_CUBLAS_CHECK(st);
   if (p->nalgos == 0)
     throw CudaError("cublasLtMatmulAlgoGetHeuristic found no algorithm for a " + std::to_string(batch) + " x " +
@@ -367,19 +377,22 @@ inline constexpr int kOverlapPrevious = 1;
 // overlap_previous: the previous kernel on the stream writes no memory B occupies, so the small
 // product may start streaming B while that kernel finishes (Hopper's programmatic dependent
 // launch; A and the epilogue's inputs are read after it completes).
+// bias_grad_out: where cuBLASLt writes B's column sums when the plan has BGRADA (n values of
+// T); the product then always goes through cuBLASLt.
 template <class Desc>
 void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
-              const cpu::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false) {
+              const cpu::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false, void* bias_grad_out = nullptr) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
+  const bool lt_only = plan && plan->bias_grad;
   if constexpr (tc_gemm_offered<Desc>) {
-    if (cfg.variant == kTcGemm && tc_gemm_applies(g, Desc::has_epilogue) && device_has_tensor_mma()) {
+    if (!lt_only && cfg.variant == kTcGemm && tc_gemm_applies(g, Desc::has_epilogue) && device_has_tensor_mma()) {
       launch<TcGemm<Desc>>(g, cfg, stream, nullptr);
       return;
     }
   }
-  if (cfg.variant == 0 && small_gemm_applies(g, Desc::has_epilogue) && reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 &&
-      device_has_clusters()) {
+  if (!lt_only && cfg.variant == 0 && small_gemm_applies(g, Desc::has_epilogue) &&
+      reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 && device_has_clusters()) {
     cpu::LaunchConfig small = cfg;
     small.chunks = overlap_previous ? kOverlapPrevious : 0;
     launch<SmallGemm<Desc>>(g, small, stream, nullptr);
@@ -397,6 +410,11 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
         KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         epilogue_done = true;
       }
+      if (plan->bias_grad) {
+        if (!bias_grad_out) throw DeviceError("kiln: a GEMM with cuBLASLt's bias-gradient epilogue was given no output for it");
+        KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_grad_out,
+                                                         sizeof bias_grad_out));
+      }
       KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->op, &alpha, g.b.ptr, plan->la, g.a.ptr, plan->lb, &beta, g.acc,
                                        plan->lc, g.acc, plan->lc, &plan->algos[i].algo, lt.workspace.get(), kLtWorkspace,
                                        stream));
@@ -413,7 +431,7 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
 // kernels where they apply, and the heuristic's first algorithms (none for an empty product).
 inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool tensor_cores) {
   std::vector<cpu::LaunchConfig> c;
-  if (tensor_cores)
+  if (tensor_cores && !(plan && plan->bias_grad))  // kiln's kernels do not write a bias gradient
     for (int variant : tc_variants()) c.push_back({0, variant, kTcGemm, 0});
   for (int i = 0; i < (plan ? std::min(plan->nalgos, 4) : 1); ++i) c.push_back({0, 0, kLtAlgo + i, 0});
   return c;

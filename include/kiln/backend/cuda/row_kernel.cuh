@@ -938,23 +938,29 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   }
   template <int V>
   static void pointwise(const Args& a, int threads, cudaStream_t stream) {
-    const index_t blocks = pointwise_blocks<V>(a, threads);
     if constexpr (V > 1) {
-      if (pointwise_flat<Desc>(a)) return launch_resident<&pointwise_kernel<Desc, V, 1, Args>>(blocks, threads, stream, a);
+      if (pointwise_flat<Desc>(a))
+        return launch_resident<&pointwise_kernel<Desc, V, 1, Args>>(pointwise_blocks<V>(a, threads), threads, stream, a);
     }
-    launch_after_previous<&pointwise_kernel<Desc, V, 0, Args>>(static_cast<unsigned>(blocks), static_cast<unsigned>(threads), 0, stream,
-                                                                  a);
+    launch_general<V>(a, threads, stream);
+  }
+  template <int V>
+  static void launch_general(const Args& a, int threads, cudaStream_t stream) {
+    launch_after_previous<&pointwise_kernel<Desc, V, 0, Args>>(static_cast<unsigned>(pointwise_blocks<V>(a, threads)),
+                                                                  static_cast<unsigned>(threads), 0, stream, a);
   }
 
   // The flat case over several rows (pointwise kernel 2): the output is contiguous rows x len,
   // the loads in Laid that the kernel reads are laid out as the output and the others one row
   // broadcast over the rows (a GEMM epilogue's bias). Columns are carried in 32 bits.
+  // One row is the case where every load is both (kernel 1's, which epilogues leave to this one).
   template <std::uint64_t Laid>
   static bool pointwise_rows_flat(const Args& a) {
-    if (a.rows <= 1 || a.nrow_dims < 1 || a.len / W >= (index_t{1} << 31)) return false;
+    if (a.rows < 1 || (a.rows > 1 && a.nrow_dims < 1) || a.len / W >= (index_t{1} << 31)) return false;
     for (int s = 0; s < NL; ++s) {
       if (!loads_slot(pointwise_loads<Desc>, s)) continue;
       if (a.inner[s] != 1) return false;
+      if (a.rows == 1) continue;
       const bool laid = loads_slot(Laid, s);
       index_t stride = a.len;
       for (int d = a.nrow_dims - 1; d >= 0; --d) {
@@ -965,20 +971,29 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
     return true;
   }
 
-  // A GEMM's epilogue (cuda::GemmEpilogue; in place over the product, load Acc): where every
-  // other load it reads is a bias broadcast over the product's rows, the flat kernel that reads
-  // those at each unit's column (pointwise kernel 2) instead of the general one that finds each
-  // unit's row and column; else run(). W4's exact gelu(acc + b) over [4096, 3072] is one.
+  // A GEMM's epilogue (cuda::GemmEpilogue; in place over the product, load Acc; no stages): where
+  // every other load it reads is a bias broadcast over the product's rows (or the product is one
+  // row), the flat kernel that reads those at each unit's column (pointwise kernel 2); else the
+  // general kernel that finds each unit's row and column. W4's exact gelu(acc + b) over
+  // [4096, 3072] is one. Kernel 1 (run()'s one-row case) is not instantiated for epilogues: a
+  // kernel fewer to build per GEMM epilogue.
   template <int Acc>
   static void run_epilogue(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream) {
-    if constexpr (NS == 0 && NE == 0 && W > 1 && Acc < 64) {
-      constexpr std::uint64_t Laid = std::uint64_t{1} << Acc;
-      const int threads = cfg.threads > 0 ? cfg.threads : 256;
-      if (a.rows > 0 && a.len > 0 && cfg.chunks != 1 && vectorizable(a) && pointwise_rows_flat<Laid>(a))
-        return launch_resident<&pointwise_kernel<Desc, W, 2, Args, Laid>>(pointwise_blocks<W>(a, threads), threads, stream, a);
+    static_assert(NS == 0 && NE == 0, "kiln: a GEMM epilogue is pointwise, without extra outputs");
+    if (a.rows == 0 || a.len == 0) return;
+    const int threads = block_threads(cfg);
+    if constexpr (W > 1 && Acc < 64) {
+      if (cfg.chunks != 1 && vectorizable(a)) {
+        constexpr std::uint64_t Laid = std::uint64_t{1} << Acc;
+        if (pointwise_rows_flat<Laid>(a))
+          return launch_resident<&pointwise_kernel<Desc, W, 2, Args, Laid>>(pointwise_blocks<W>(a, threads), threads, stream, a);
+        return launch_general<W>(a, threads, stream);
+      }
     }
-    run(a, cfg, stream);
+    launch_general<1>(a, threads, stream);
   }
+
+  static int block_threads(const cpu::LaunchConfig& cfg) { return cfg.threads > 0 ? cfg.threads : 256; }
 
   // config.threads: threads per block (0: 256). Row reductions: config.chunks 0 kiln's choice
   // (registers where the row fits, else streamed 16-byte units, else elements), 1 element loads,
@@ -986,7 +1001,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   // block per row (0: by the row's length). Pointwise: config.chunks 1 element loads.
   static void run(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* = nullptr) {
     if (a.rows == 0 || a.len == 0) return;
-    const int threads = cfg.threads > 0 ? cfg.threads : 256;
+    const int threads = block_threads(cfg);
     const bool vec = cfg.chunks != 1 && vectorizable(a);
     if constexpr (NS == 0) {
       if (vec) pointwise<W>(a, threads, stream);
