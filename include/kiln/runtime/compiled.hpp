@@ -1226,8 +1226,10 @@ class Compiled {
   // Bias gradients (the plan's bias_grad, schedule::fold_bias_gradients): GEMM kernel G computes
   // C = A B, and sum_to kernel R sums B over its rows. On CUDA, where R runs (not an identity),
   // its root is one row of B's columns ([n] or [1, n]), G's B is that value stored row-major
-  // (cuBLASLt's A, op N: BGRADA is not offered for op T) in one matrix, and cuBLASLt offers its
-  // BGRADA epilogue for the product, G writes R's root and R is not run.
+  // (cuBLASLt's A, op N: BGRADA is not offered for op T) in one matrix, the product is not one for
+  // the small-product kernel, and cuBLASLt offers its BGRADA epilogue for the product, G writes
+  // R's root and R is not run. (MaxAutotune then times cuBLASLt's algorithms with the epilogue
+  // only: kiln's tensor-core kernels write no sums.)
   template <class GroupOut>
   void prepare_bias_gradients(State& st, const GroupOut& group_out) {
     lower::for_each_index<nkernels>([&](auto gi) {
@@ -1241,8 +1243,10 @@ class Compiled {
         const Shape &bias = st.shapes[sum], &b = st.shapes[c];
         const auto n = static_cast<std::size_t>(a.n), k = static_cast<std::size_t>(a.k);
         const bool one_row = bias.rank() == 1 ? bias[0] == n : bias[0] == 1 && bias[1] == n;
+        // A product of a few rows keeps kiln's small-product kernel (it writes no sums).
         if (!st.runs(R) || !pr.gemm_plan || pr.gemm_plan->bias_slot >= 0 || !one_row || a.batch != 1 || b.rank() != 2 ||
-            b[0] != k || b[1] != n || pr.b_buffer != st.faces[c].buffer || a.b.col != 1 || a.b.row != a.n)
+            b[0] != k || b[1] != n || pr.b_buffer != st.faces[c].buffer || a.b.col != 1 || a.b.row != a.n ||
+            cuda::small_gemm_applies(a, Desc::has_epilogue))
           return;
         auto plan = cuda::make_gemm_plan<Desc>(a, /*bias_grad=*/true);
         if (!plan) return;  // cuBLASLt offers no algorithm with the epilogue: R runs
