@@ -96,6 +96,25 @@ constexpr bool plain_pointwise(const graph::GraphInfo<N, NOut>& g, const Plan<N>
   return true;
 }
 
+// The first kernel that evaluates a live reader of node's value (p.ngroups: none reads it), or
+// -1 where a reader reads it through a view (at other elements) or is a leaf or in no kernel:
+// the kernels that may write node's value in another kernel's place must run before it.
+template <int N, int NOut>
+constexpr int first_reader_kernel(const graph::GraphInfo<N, NOut>& g, const Plan<N>& p, const bool* live, int node) {
+  int first = p.ngroups;
+  for (int u = node + 1; u < N; ++u) {
+    if (!live[u] || !g.reads_value(u, node)) continue;
+    if (is_view(g.nodes[u].kind) || is_leaf(g.nodes[u].kind)) return -1;
+    const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
+    for (int k = 0; k < n_in; ++k) {
+      const int grp = p.recompute[u] ? p.recompute_in[u][k] : p.group_of[u];
+      if (grp < 0) return -1;
+      if (grp < first) first = grp;
+    }
+  }
+  return first;
+}
+
 // Multiple outputs (see the top of this file): merges kernel a into the first kernel that
 // evaluates a reader of a's root, where that kernel is a plain pointwise one of the same rank
 // and element type and every reader of a's root is evaluated there or later. Readers through
@@ -105,20 +124,8 @@ constexpr void merge_outputs(const graph::GraphInfo<N, NOut>& g, Plan<N>& p, con
   for (int a = 0; a < p.ngroups; ++a) {
     Group& A = p.groups[a];
     if (!plain_pointwise(g, p, a) || A.nextra > 0) continue;
-    int first = p.ngroups;
-    bool ok = true;
-    for (int u = A.root + 1; u < N && ok; ++u) {
-      if (!live[u] || !g.reads_value(u, A.root)) continue;
-      const NodeKind uk = g.nodes[u].kind;
-      if (is_view(uk) || is_leaf(uk)) ok = false;
-      const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
-      for (int k = 0; k < n_in && ok; ++k) {
-        const int grp = p.recompute[u] ? p.recompute_in[u][k] : p.group_of[u];
-        if (grp < 0) ok = false;
-        else if (grp < first) first = grp;
-      }
-    }
-    if (!ok || first >= p.ngroups || first <= a) continue;
+    const int first = first_reader_kernel(g, p, live, A.root);
+    if (first < 0 || first >= p.ngroups || first <= a) continue;
     Group& B = p.groups[first];
     if (!plain_pointwise(g, p, first) || B.merged_into >= 0 || B.nextra == kMaxExtra) continue;
     if (g.nodes[B.root].rank != g.nodes[A.root].rank || g.nodes[B.root].dtype != g.nodes[A.root].dtype) continue;
@@ -149,20 +156,9 @@ constexpr void fold_bias_gradients(const graph::GraphInfo<N, NOut>& g, Plan<N>& 
       const graph::NodeInfo& cn = g.nodes[c];
       if (cn.rank != 2 || sum.rank != pass || sum.dtype != cn.dtype) continue;
       if (cn.kind == NodeKind::Constant || is_view(cn.kind) || p.recompute[c] || p.group_of[c] == r) continue;
-      // The first kernel reading R's root (none: an output only); a view of it keeps R.
-      int first = p.ngroups;
-      bool ok = true;
-      for (int u = R.root + 1; u < N && ok; ++u) {
-        if (!live[u] || !g.reads_value(u, R.root)) continue;
-        if (is_view(g.nodes[u].kind) || is_leaf(g.nodes[u].kind)) ok = false;
-        const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
-        for (int k = 0; k < n_in && ok; ++k) {
-          const int grp = p.recompute[u] ? p.recompute_in[u][k] : p.group_of[u];
-          if (grp < 0) ok = false;
-          else if (grp < first) first = grp;
-        }
-      }
-      if (!ok) continue;
+      // The first kernel reading R's root (p.ngroups: an output only); a view of it keeps R.
+      const int first = first_reader_kernel(g, p, live, R.root);
+      if (first < 0) continue;
       for (int k = 0; k < p.ngroups; ++k) {
         Group& G = p.groups[k];
         if (G.kind != KernelKind::Gemm || G.bias_grad >= 0 || k >= first) continue;
