@@ -1,12 +1,10 @@
 // The 16-bit element types on the GPU: the CPU's cases (dtype_cases.hpp: every kernel kind,
 // 16-byte vector loads of 8 values, cuBLASLt in bf16 and f16 with float accumulation), against
 // float64; and ReduceOverhead's graphs in bf16.
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
+#include <algorithm>
 
 #include "../dtype_cases.hpp"
+#include "../scoped_cache_dir.hpp"
 
 TEST_CASE("bf16 on the GPU, against float64") { dtype_cases::all<kiln::bf16>(kiln::Device::cuda()); }
 TEST_CASE("f16 on the GPU, against float64") { dtype_cases::all<kiln::f16>(kiln::Device::cuda()); }
@@ -267,12 +265,7 @@ TEST_CASE("kiln's tensor-core GEMM kernel: tile shapes, edges, the exact-gelu ep
 TEST_CASE("MaxAutotune: the tensor-core kernel is a candidate for bf16 GEMMs") {
   using S = kiln::bf16;
   const auto dev = kiln::Device::cuda();
-  // A fresh autotune cache, so that this call tunes (an earlier run's choice would be read back
-  // from the cache without the candidates), then the previous setting back.
-  const char* before = std::getenv("KILN_CACHE_DIR");
-  const std::string kept = before ? before : "";
-  const auto dir = std::filesystem::temp_directory_path() / ("kiln-tc-" + std::to_string(::getpid()));
-  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  const test_support::ScopedCacheDir cache("tc");  // this call tunes: the candidates are described
   const dtype_cases::Ffn<S> ffn(dev, 61);
   auto tuned = kiln::compile<kiln::MaxAutotune>(dtype_cases::Ffn<S>::y);
   const auto xt = dtype_cases::randn_on<S>({384, 256}, 62, dev);
@@ -286,7 +279,4 @@ TEST_CASE("MaxAutotune: the tensor-core kernel is a candidate for bf16 GEMMs") {
   if (std::find(variants.begin(), variants.end(), kiln::cuda::kTcWgmmaTma) != variants.end())
     CHECK(plan.find("kiln's wgmma kernel fed by TMA") != std::string::npos);
   CHECK(tuned.autotune_stats().tuned > 0);
-  std::filesystem::remove_all(dir);
-  if (before) setenv("KILN_CACHE_DIR", kept.c_str(), 1);
-  else unsetenv("KILN_CACHE_DIR");
 }

@@ -407,16 +407,12 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
       const compute_t<T> alpha = 1, beta = 0;
       LtContext& lt = LtContext::get();
       const int i = cfg.variant >= kLtAlgo && cfg.variant - kLtAlgo < plan->nalgos ? cfg.variant - kLtAlgo : 0;
-      if (plan->bias_slot >= 0) {
-        const void* bias = g.epilogue.ptr[plan->bias_slot];
-        KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-        epilogue_done = true;
-      }
-      if (plan->bias_grad) {
-        if (!bias_grad_out) throw DeviceError("kiln: a GEMM with cuBLASLt's bias-gradient epilogue was given no output for it");
-        KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_grad_out,
-                                                         sizeof bias_grad_out));
-      }
+      // cuBLASLt's bias pointer: the bias its epilogue adds (read), or where BGRADA writes the sums.
+      const void* bias = plan->bias_slot >= 0 ? g.epilogue.ptr[plan->bias_slot] : plan->bias_grad ? bias_grad_out : nullptr;
+      if (plan->bias_grad && !bias_grad_out)
+        throw DeviceError("kiln: a GEMM with cuBLASLt's bias-gradient epilogue was given no output for it");
+      if (bias) KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+      epilogue_done = plan->bias_slot >= 0;
       KILN_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->op, &alpha, g.b.ptr, plan->la, g.a.ptr, plan->lb, &beta, g.acc,
                                        plan->lc, g.acc, plan->lc, &plan->algos[i].algo, lt.workspace.get(), kLtWorkspace,
                                        stream));
