@@ -48,7 +48,7 @@ def main():
     ]
     for d in descs:
         lines.append(f"template void kiln::cuda::launch<{d}>(const kiln::cuda::launch_args_t<{d}>&, "
-                     "const kiln::cpu::LaunchConfig&, cudaStream_t, void*);")
+                     "const kiln::lower::LaunchConfig&, cudaStream_t, void*);")
     text = "\n".join(lines) + "\n"
     try:
         if open(a.output).read() == text:

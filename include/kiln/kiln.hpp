@@ -9,6 +9,7 @@
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/ops/axis_copy.hpp"
 #include "kiln/expr/ops/layout.hpp"
 #include "kiln/expr/ops/matmul.hpp"
 #include "kiln/expr/ops/normalization.hpp"

@@ -1,6 +1,8 @@
-// Broadcasting and layout (transpose, reshape) on the GPU: the CPU suites' cases
-// (broadcast_cases.hpp, layout_cases.hpp) with the inputs on the device, against the float64
+// Broadcasting, layout (transpose, reshape) and axis copies (concat, slice) on the GPU: the CPU
+// suites' cases (broadcast_cases.hpp, layout_cases.hpp, axis_copy_cases.hpp) with the inputs on
+// the device, against the float64
 // reference with the CPU's tolerances. Part of test_cuda_ops_suites.
+#include "../axis_copy_cases.hpp"
 #include "../broadcast_cases.hpp"
 #include "../layout_cases.hpp"
 
@@ -28,4 +30,14 @@ TEST_SUITE("layout on the GPU") {
   TEST_CASE_FIXTURE(OnGpu, "reshape, with an inferred extent") { reshape_with_inferred_extent(); }
   TEST_CASE_FIXTURE(OnGpu, "a reshape of a transpose copies it first") { reshape_of_transpose_copies_first(); }
   TEST_CASE_FIXTURE(OnGpu, "outputs that are views or inputs are copied") { outputs_that_are_views_or_inputs_are_copied(); }
+}
+
+TEST_SUITE("axis copies on the GPU") {
+  using namespace axis_copy_cases;
+  TEST_CASE_FIXTURE(OnGpu, "concat along each axis") { concat_along_each_axis(); }
+  TEST_CASE_FIXTURE(OnGpu, "concat reads views and computed values") { concat_reads_views_and_computed_values(); }
+  TEST_CASE_FIXTURE(OnGpu, "slice along a middle and the last axis") { slice_along_a_middle_and_the_last_axis(); }
+  TEST_CASE_FIXTURE(OnGpu, "bad shapes are errors naming the op and the shapes") { bad_shapes_are_errors(); }
+  TEST_CASE_FIXTURE(OnGpu, "a bf16 concat") { a_16_bit_concat(); }
+  TEST_CASE_FIXTURE(OnGpu, "gradients of concat, slice, extract and insert") { gradients(); }
 }

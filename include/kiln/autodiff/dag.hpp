@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kiln/autodiff/zero.hpp"
+#include "kiln/expr/zero.hpp"
 #include "kiln/expr/node.hpp"
 #include "kiln/graph/graph.hpp"
 

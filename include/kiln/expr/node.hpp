@@ -31,10 +31,13 @@ enum class NodeKind : std::uint8_t {
   Unsqueeze,    // a view with one more axis of extent 1
   ReshapeLike,  // a view with another value's shape
   ReduceTo,     // a sum down to another value's shape (the adjoint of broadcasting)
+  AxisCopy,     // ranges along one axis copied from sources (concat, slice; expr/ops/axis_copy.hpp)
   Shared        // kiln::shared: an alias, never a node of the graph (flattening resolves it)
 };
 enum class SymbolKind : std::uint8_t { Input, Param };
 enum class ReduceKind : std::uint8_t { Sum, Mean, Max, Min };
+// The ops of the AxisCopy kind (expr/ops/axis_copy.hpp).
+enum class AxisCopyForm : std::uint8_t { Concat, Slice, Extract, Insert };
 
 // Every expression type derives from ExprTag.
 struct ExprTag {};

@@ -210,6 +210,9 @@ struct NodeInfo {
   // Bit k set: operand k is read for its shape only (never loaded, never forces a buffer).
   unsigned shape_only = 0;
   bool column_index = false;  // kiln::column_index: its kernel evaluates j, the last-axis index
+  // Axis copies: which op (concat, slice, extract, insert) and its static positions.
+  std::uint8_t copy_form = 0;
+  long begin = 0, end = 0;
   int dtype = 0;               // dtype_code of the element type
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
@@ -236,6 +239,11 @@ constexpr NodeInfo describe() {
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;
       n.keep = Op::keep;
+    }
+    if constexpr (E::kind == NodeKind::AxisCopy) {
+      n.copy_form = static_cast<std::uint8_t>(Op::copy_form);
+      n.begin = Op::begin;
+      n.end = Op::end;
     }
   }
   return n;

@@ -217,6 +217,14 @@ struct ReduceKernel {
   static constexpr int nloads = NLoads, nconsts = NConsts, nstages = 0;
 };
 
+// AxisCopy: ranges along one axis of NSources sources copied into the output (the segments of
+// lower/args.hpp's AxisCopyArgs; expr/ops/axis_copy.hpp's ops); no evaluator tree.
+template <class T, int NSources>
+struct AxisCopyKernel {
+  using value_type = T;
+  static constexpr int nloads = NSources, nconsts = 0, nstages = 0;
+};
+
 // ReduceTo: sum Tree (over the input's shape) down to the output's shape, which the input
 // broadcasts from: the adjoint of broadcasting, as gradients need it.
 template <class T, class Tree, int NLoads, int NConsts>

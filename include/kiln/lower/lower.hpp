@@ -130,6 +130,15 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
       }
       k.acc_slot = k.load_slot(G.gemm, 0);
     }
+  } else if (G.kind == KernelKind::AxisCopy) {
+    // The output's space; a load per source (the operands read for their values), in order.
+    k.space_node[0] = G.root;
+    const auto& n = g.nodes[G.root];
+    for (int c = 0; c < n.nchildren; ++c)
+      if (n.reads_value_of(c)) {
+        k.load_node[k.nloads] = n.children[c];
+        k.load_space[k.nloads++] = 0;
+      }
   } else {
     k.space_node[0] = g.nodes[G.root].children[0];
     visit(visit, k.space_node[0], 0);
@@ -234,6 +243,11 @@ struct Program {
     static constexpr auto& ki = kernel_info<G>;
     using T = typename graph_type::template node<ki.group.root>::dtype;
     using type = GemmKernel<T, typename lower_tree<G, ki.group.root, 0>::type, ki.acc_slot, ki.nloads, ki.nconsts>;
+  };
+  template <int G>
+  struct lower_kernel<G, KernelKind::AxisCopy> {
+    static constexpr auto& ki = kernel_info<G>;
+    using type = AxisCopyKernel<typename graph_type::template node<ki.group.root>::dtype, ki.nloads>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::ReduceTo> {

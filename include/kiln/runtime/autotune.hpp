@@ -62,7 +62,7 @@ inline std::string hex(std::uint64_t v) {
 }
 
 struct TuneRecord {
-  cpu::LaunchConfig config;
+  lower::LaunchConfig config;
   double ms = 0;
 };
 
@@ -155,20 +155,20 @@ struct AutotuneStats {
   int from_cache = 0;
 };
 
-// MaxAutotune's choice. Default's launch configuration (cpu::LaunchConfig{}, what Default and
+// MaxAutotune's choice. Default's launch configuration (lower::LaunchConfig{}, what Default and
 // ReduceOverhead run) is timed first as the incumbent; a candidate replaces it only when it is
 // faster by more than kTuneMargin of the incumbent's time, and then the fastest candidate wins.
-// Without the margin the choice follows the timing's noise: on the H200, W1's pointwise kernel
-// chose 128 threads at 0.1458 ms against Default's 256 at 0.1501 (3% apart) and then ran at
-// 0.153 against 0.148 in the calls (docs/notes/cuda-status.md, thirteenth session), so a tuned
-// program could be slower than the untuned one.
+// Without the margin the choice follows the timing's noise: on the H200, a 2^28-element
+// pointwise kernel chose 128 threads at 0.1458 ms against Default's 256 at 0.1501 (3% apart) and
+// then ran at 0.153 against 0.148 in the calls (docs/design-decisions.md), so a tuned program
+// could be slower than the untuned one.
 inline constexpr double kTuneMargin = 0.05;
 
 struct TuneChoice {
   TuneRecord incumbent{{}, -1};  // Default's configuration and its time; ms < 0 before it is timed
   TuneRecord fastest{{}, 1e300};  // the fastest other candidate
-  void offer_default(double ms) { incumbent = {cpu::LaunchConfig{}, ms}; }
-  void offer(const cpu::LaunchConfig& c, double ms) {
+  void offer_default(double ms) { incumbent = {lower::LaunchConfig{}, ms}; }
+  void offer(const lower::LaunchConfig& c, double ms) {
     if (ms < fastest.ms) fastest = {c, ms};
   }
   bool kept_default() const { return incumbent.ms >= 0 && !(fastest.ms < incumbent.ms * (1 - kTuneMargin)); }
@@ -187,7 +187,7 @@ double time_ms(F&& f, int repeats = 3) {
   return best;
 }
 
-inline std::string describe(const cpu::LaunchConfig& c) {
+inline std::string describe(const lower::LaunchConfig& c) {
   std::string s = "threads=" + (c.threads ? std::to_string(c.threads) : std::string("auto"));
   if (c.chunks) s += " chunks=" + std::to_string(c.chunks);
   if (c.variant) s += std::string(" path=") + (c.variant == 1 ? "row-panels" : c.variant == 2 ? "column-panels" : "rows-loop");

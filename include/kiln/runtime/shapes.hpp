@@ -96,6 +96,77 @@ inline Shape reshape_shape(const NodeParams& p, const Shape& in) {
   return s;
 }
 
+// An axis copy (expr/ops/axis_copy.hpp) of sources along n.axis: the ranges it copies. Segment
+// k copies positions [src_begin, src_begin + len) of source k to [dst_begin, dst_begin + len)
+// of the output; every other axis is copied whole.
+struct AxisSegment {
+  index_t src_begin = 0, dst_begin = 0, len = 0;
+};
+struct AxisCopyLayout {
+  Shape out;
+  int nsegments = 0;
+  AxisSegment segments[2];
+};
+inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vector<Shape>& shapes) {
+  const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
+  const int a = n.axis;
+  const auto extent = [&](int k) { return static_cast<index_t>(child(k)[a]); };
+  // Every axis but `a` must agree between x and y.
+  const auto same_but_axis = [&](const char* op, const Shape& x, const Shape& y) {
+    bool same = x.rank() == y.rank();
+    for (int d = 0; same && d < x.rank(); ++d) same = d == a || x[d] == y[d];
+    if (!same)
+      throw ShapeError(std::string(op) + " along axis " + std::to_string(a) + ": shapes " + x.str() + " and " + y.str() +
+                       " differ on another axis");
+  };
+  AxisCopyLayout l;
+  switch (static_cast<AxisCopyForm>(n.copy_form)) {
+    case AxisCopyForm::Concat: {
+      same_but_axis("concat", child(0), child(1));
+      l.out = child(0);
+      l.out[a] = child(0)[a] + child(1)[a];
+      l.nsegments = 2;
+      l.segments[0] = {0, 0, extent(0)};
+      l.segments[1] = {0, extent(0), extent(1)};
+      return l;
+    }
+    case AxisCopyForm::Slice: {
+      if (n.end > extent(0))
+        throw ShapeError("slice [" + std::to_string(n.begin) + ", " + std::to_string(n.end) + ") along axis " +
+                         std::to_string(a) + " of shape " + child(0).str() + ": the range ends past the axis");
+      l.out = child(0);
+      l.out[a] = static_cast<std::size_t>(n.end - n.begin);
+      l.nsegments = 1;
+      l.segments[0] = {n.begin, 0, n.end - n.begin};
+      return l;
+    }
+    case AxisCopyForm::Extract:
+    case AxisCopyForm::Insert: {
+      const bool extract = static_cast<AxisCopyForm>(n.copy_form) == AxisCopyForm::Extract;
+      const char* op = extract ? "extract" : "insert";
+      const int like = n.nchildren - 1;
+      index_t off = n.begin;
+      for (int k = 1; k < like; ++k) off += extent(k);
+      same_but_axis(op, child(0), child(like));
+      // extract: like's extent read from x at off; insert: x's extent written into like's at off.
+      const index_t len = extract ? extent(like) : extent(0);
+      const index_t room = extract ? extent(0) : extent(like);
+      if (off + len > room)
+        throw ShapeError(std::string(op) + " along axis " + std::to_string(a) + ": " + std::to_string(len) +
+                         " positions at offset " + std::to_string(off) + " do not fit in " +
+                         (extract ? child(0) : child(like)).str());
+      l.out = child(like);
+      l.nsegments = 1;
+      l.segments[0] = extract ? AxisSegment{off, 0, len} : AxisSegment{0, off, len};
+      return l;
+    }
+  }
+  return l;
+}
+inline Shape axis_copy_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes) {
+  return axis_copy_layout(n, shapes).out;
+}
+
 // Shape of node i from its operands' shapes.
 inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
   const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
@@ -131,6 +202,8 @@ inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& sha
       if (!broadcasts_to(child(1), child(0)))
         throw ShapeError("sum_to: " + child(1).str() + " does not broadcast to " + child(0).str());
       return child(1);
+    case NodeKind::AxisCopy:
+      return axis_copy_shape(n, shapes);
     case NodeKind::Symbol:
     case NodeKind::Shared:  // never a node: flattening resolves it to its value's node
       break;

@@ -21,12 +21,8 @@
 
 namespace kiln::cpu {
 
-// One operand, as a batch of matrices: element (b, i, j) at ptr[b*batch + i*row + j*col].
-template <class T>
-struct MatrixView {
-  const T* ptr = nullptr;
-  index_t batch = 0, row = 0, col = 1;
-};
+using lower::GemmArgs;
+using lower::MatrixView;
 
 // Eigen's packing buffers, one per thread, sized for the largest tile and reused.
 template <class T>
@@ -44,17 +40,6 @@ struct GemmWorkspace {
       per_thread.back()->allocateAll();
     }
   }
-};
-
-template <class T, int NL, int NC>
-struct GemmArgs {
-  RowArgs<T, NL, NC, 0> epilogue;  // over the output; its acc slot points at `acc`
-  MatrixView<T> a, b;
-  T* acc = nullptr;                // batch x M x N, contiguous
-  index_t batch = 1, m = 0, n = 0, k = 0;
-  bool in_place = true;  // acc is the output and the epilogue's rows are acc's rows
-  LaunchConfig config;
-  GemmWorkspace<compute_t<T>>* workspace = nullptr;
 };
 
 // Whether Eigen's packed kernel reads a matrix view directly: one of its strides is 1
@@ -165,12 +150,15 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     return g.a.col == 1 && g.b.col == 1 && (g.config.variant == 3 || (g.config.variant == 0 && g.m <= kRowsLoop));
   }
 
-  // Called once per plan: Eigen's packing buffers for the largest tile, per thread.
-  static void prepare(const Args& g) {
+  using Workspace = GemmWorkspace<compute_t<T>>;
+
+  // Called once per plan and launch configuration: Eigen's packing buffers for the largest
+  // tile, per thread.
+  static void prepare(const Args& g, Workspace& ws) {
     if constexpr (!std::is_same_v<T, compute_t<T>>) return;  // run_widened packs nothing
-    if (g.workspace == nullptr || !packable(g.a) || !packable(g.b) || use_rows_loop(g)) return;
+    if (!packable(g.a) || !packable(g.b) || use_rows_loop(g)) return;
     const Tiling t = tiling(g);
-    g.workspace->reserve(t.rows_per_tile, t.cols_per_tile, g.k, max_threads());
+    ws.reserve(t.rows_per_tile, t.cols_per_tile, g.k, max_threads());
   }
 
   // MaxAutotune's candidates: one thread; row or column panels with three epilogue panel sizes;
@@ -185,8 +173,8 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
 
   using C = compute_t<T>;
 
-  static void run(const Args& g) {
-    if constexpr (std::is_same_v<T, C>) run_native(g);
+  static void run(const Args& g, Workspace& ws) {
+    if constexpr (std::is_same_v<T, C>) run_native(g, ws);
     else run_widened(g);
   }
 
@@ -209,12 +197,11 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     if constexpr (Desc::has_epilogue) Epilogue::run(g.epilogue);
   }
 
-  static void run_native(const Args& g) {
+  static void run_native(const Args& g, Workspace& ws) {
     const Tiling t = tiling(g);
     const bool rows_loop = use_rows_loop(g);
-    const bool packed = !rows_loop && packable(g.a) && packable(g.b) && g.workspace &&
-                        static_cast<int>(g.workspace->per_thread.size()) >= t.threads && g.workspace->m >= t.rows_per_tile &&
-                        g.workspace->n >= t.cols_per_tile && g.workspace->k >= g.k;
+    const bool packed = !rows_loop && packable(g.a) && packable(g.b) && static_cast<int>(ws.per_thread.size()) >= t.threads &&
+                        ws.m >= t.rows_per_tile && ws.n >= t.cols_per_tile && ws.k >= g.k;
     const index_t panel_bytes = g.config.panel_bytes > 0 ? g.config.panel_bytes : kDefaultPanelBytes;
     const index_t tasks = g.batch * t.row_tiles * t.col_tiles;
     // The workspace slot: this kernel's thread number inside the region parallel_for opens; on
@@ -237,7 +224,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
         if (rows_loop) gemm_rows(a, g.a.row, bp, g.b.row, c, g.n, rows, p1 - p0, g.k);
         else if (packed)
           gemm_packed(a, g.a.row, g.a.col, bp, g.b.row, g.b.col, c, g.n, rows, p1 - p0, g.k,
-                      *g.workspace->per_thread[spawned ? thread_index() : 0]);
+                      *ws.per_thread[spawned ? thread_index() : 0]);
         else gemm_strided(a, g.a.row, g.a.col, bp, g.b.row, g.b.col, c, g.n, rows, p1 - p0, g.k);
         if constexpr (Desc::has_epilogue) {
           if (g.in_place) Epilogue::run_tile(g.epilogue, b * g.m + i0, b * g.m + i1, p0, p1);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kiln/core/config.hpp"
+#include "kiln/lower/args.hpp"
 
 namespace kiln::cpu {
 
@@ -30,13 +31,7 @@ inline int thread_index() {
 #endif
 }
 
-// A kernel's launch configuration: what MaxAutotune chooses among. 0 means "the heuristic".
-struct LaunchConfig {
-  int threads = 0;             // 0: every thread, when the work is large enough
-  int chunks = 0;              // row kernels without stages: tasks per row
-  int variant = 0;             // GEMM: 1 row panels, 2 column panels, 3 the GEMV loop
-  index_t panel_bytes = 0;     // GEMM: the epilogue's panel size
-};
+using lower::LaunchConfig;
 
 // The number of threads a kernel of `work` elements runs on under `cfg`.
 inline int threads_for(index_t work, const LaunchConfig& cfg) {

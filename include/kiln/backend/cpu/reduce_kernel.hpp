@@ -13,34 +13,14 @@
 
 namespace kiln::cpu {
 
-// AxisReduce: the input row that element 0 along `axis` of output row out_row reads (the row
-// dims of the input with `axis` removed index the output rows); element k is that row plus
-// k * axis_stride. Shared by the CPU and CUDA kernels.
-template <class Args>
-KILN_HOST_DEVICE KILN_INLINE index_t axis_base_row(const Args& a, index_t out_row, index_t& axis_stride) {
-  index_t rest = out_row, base_row = 0, row_stride = 1;
-  for (int d = a.nrow_dims - 1; d >= 0; --d) {
-    if (d != a.axis) {
-      const index_t i = rest % a.row_dims[d];
-      rest /= a.row_dims[d];
-      base_row += i * row_stride;
-    }
-    row_stride *= a.row_dims[d];
-  }
-  axis_stride = 1;
-  for (int d = a.axis + 1; d < a.nrow_dims; ++d) axis_stride *= a.row_dims[d];
-  return base_row;
-}
+using lower::axis_base_row;
 
 template <class Desc>
 struct ReduceKernelCpu;
 
 template <class T, ReduceKind K, class Tree, bool Total, int NL, int NC>
 struct ReduceKernelCpu<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
-  // Rows and loads are those of the reduction's input space; `axis` is a row dim (AxisReduce).
-  struct Args : RowArgs<T, NL, NC, 0> {
-    int axis = 0;
-  };
+  using Args = lower::ReduceArgs<T, NL, NC>;  // the reduction's input space; `axis` a row dim
   using Op = Reduce<K, 0, false, false>;
   using C = compute_t<T>;  // accumulators and maths; T is the storage type
   static constexpr index_t kColumns = 256;   // AxisReduce: output columns per task

@@ -18,11 +18,7 @@ struct ReduceToKernelCpu;
 
 template <class T, class Tree, int NL, int NC>
 struct ReduceToKernelCpu<lower::ReduceToKernel<T, Tree, NL, NC>> {
-  struct Args : RowArgs<T, NL, NC, 0> {
-    index_t out_outer[kMaxRank] = {};  // the output's stride along each row dim of the input
-    index_t out_inner = 0;             // ... and along its last axis (0: summed)
-    index_t out_numel = 0;
-  };
+  using Args = lower::ReduceToArgs<T, NL, NC>;
   static constexpr index_t kColumns = 256;
 
   static index_t out_offset(const Args& a, index_t row) {

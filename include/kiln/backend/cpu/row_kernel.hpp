@@ -4,9 +4,7 @@
 // stage results; writes only the root. Rows are spread over threads; the inner loop over a
 // row is a SIMD loop.
 //
-// Addressing: the iteration space is rows x len, rows being the outer dims of space 0. Load S
-// at (row, j) reads ptr[S][sum_d row_index[d] * outer[S][d] + j * inner[S]]; broadcasting is
-// a stride of 0. Stage spaces share the row index and have their own length.
+// Arguments and addressing: lower/args.hpp (RowArgs).
 #pragma once
 #include <algorithm>
 #include <limits>
@@ -17,41 +15,15 @@
 #include "kiln/backend/cpu/parallel.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/expr/ops/reduce.hpp"
-#include "kiln/lower/evaluator.hpp"
+#include "kiln/lower/args.hpp"
 
 namespace kiln::cpu {
 
-// T is the storage type of every load and of the output; the maths runs in compute_t<T>
-// (float for bf16 and f16: loads widen, the store rounds).
-template <class T, int NL, int NC, int NS>
-struct RowArgs {
-  const T* ptr[NL > 0 ? NL : 1] = {};
-  index_t outer[NL > 0 ? NL : 1][kMaxRank] = {};
-  index_t inner[NL > 0 ? NL : 1] = {};
-  compute_t<T> consts[NC > 0 ? NC : 1] = {};
-  index_t stage_len[NS > 0 ? NS : 1] = {};
-  int nrow_dims = 0;
-  index_t row_dims[kMaxRank] = {};
-  index_t rows = 1;  // product of row_dims
-  index_t len = 1;   // extent of the last axis of space 0
-  T* out = nullptr;  // contiguous rows x len
-  bool unit_inner = false;  // every load has inner stride 1: the SIMD-friendly case
-  bool row_cache = false;   // every space has the output's shape and a row fits kRowCache
-  LaunchConfig config;
-};
+using lower::kRowCache;
+using lower::row_args_t;
+using lower::row_pointers;
+using lower::RowArgs;
 
-// A pointwise kernel that also writes the values of kernels merged into it (RowKernel's
-// Extras): extra_out[e] is laid out as out (contiguous rows x len), or null where that kernel
-// runs on its own for these shapes.
-template <class T, int NL, int NC, int NS, int NE>
-struct RowArgsOut : RowArgs<T, NL, NC, NS> {
-  T* extra_out[NE > 0 ? NE : 1] = {};
-};
-template <class T, int NL, int NC, int NS, int NE>
-using row_args_t = std::conditional_t<NE == 0, RowArgs<T, NL, NC, NS>, RowArgsOut<T, NL, NC, NS, NE>>;
-
-// Elements of a stage input a row cache holds (on the stack of the thread running the row).
-inline constexpr index_t kRowCache = 4096;
 inline constexpr index_t kShortRow = 32;  // rows shorter than this reduce in a plain loop
 
 // The evaluation context of one row. Unit: every inner stride is 1. Cached: cached stages keep
@@ -81,23 +53,6 @@ struct RowContext {
   KILN_INLINE C constant(int c) const { return consts[c]; }
   KILN_INLINE C stage(int k) const { return stages[k]; }
 };
-
-// Points ptr[s] at row `row` of load s (row-major over a.row_dims). One definition for every
-// kernel on both devices: the CPU row kernels, the CUDA row, pointwise and reduction kernels.
-template <class T, int NL, int NC, int NS, class Ptr>
-KILN_HOST_DEVICE KILN_INLINE void row_pointers(const RowArgs<T, NL, NC, NS>& a, index_t row, Ptr* ptr) {
-  if (a.nrow_dims == 1) {  // the common case after dimension collapsing: no divisions
-    for (int s = 0; s < NL; ++s) ptr[s] = a.ptr[s] + row * a.outer[s][0];
-    return;
-  }
-  index_t off[NL > 0 ? NL : 1] = {};
-  for (int d = a.nrow_dims - 1; d >= 0; --d) {
-    const index_t i = row % a.row_dims[d];
-    row /= a.row_dims[d];
-    for (int s = 0; s < NL; ++s) off[s] += i * a.outer[s][d];
-  }
-  for (int s = 0; s < NL; ++s) ptr[s] = a.ptr[s] + off[s];
-}
 
 template <class T, int NL, int NC, int NS, bool Unit, bool Cached>
 KILN_INLINE void set_row(RowContext<T, NL, NC, NS, Unit, Cached>& ctx, const RowArgs<T, NL, NC, NS>& a, index_t row) {

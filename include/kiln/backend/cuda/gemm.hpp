@@ -2,8 +2,8 @@
 //
 // The product goes through cuBLASLt: f32 with f32 compute (no TF32), bf16 and f16 with f32
 // accumulation and a 16-bit result, f64. Then the epilogue, when the kernel has one, runs as
-// the row kernel over the result (in place when the result has the output's shape; the CPU
-// backend's arguments describe it). Transposed operands are read in place (cuBLASLt's op T); a
+// cuBLASLt's own where its recipe is one of them (lower/epilogue.hpp), else as the row kernel
+// over the result (in place when the result has the output's shape). Transposed operands are read in place (cuBLASLt's op T); a
 // broadcast operand has batch stride 0. Products too small for cuBLASLt to fill the GPU go to
 // small_gemm.cuh instead (small_gemm_applies).
 //
@@ -18,9 +18,9 @@
 #include <memory>
 #include <string>
 
-#include "kiln/backend/cpu/gemm_kernel.hpp"
+#include "kiln/lower/args.hpp"
+#include "kiln/lower/epilogue.hpp"
 #include "kiln/backend/cuda/launch.hpp"
-#include "kiln/expr/ops/pointwise.hpp"
 #include "kiln/backend/cuda/runtime.hpp"
 
 #define KILN_CUBLAS_CHECK(call) ::kiln::cuda::check_cublas((call), #call, __FILE__, __LINE__)
@@ -82,58 +82,27 @@ struct LtTypes<f16> {
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
-// cuBLASLt's own epilogues that a kernel's epilogue can be: acc + bias (BIAS), relu(acc + bias)
-// (RELU_BIAS) and gelu_tanh(acc + bias) (GELU_BIAS: cuBLASLt's GELU is the tanh form,
-// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); kiln::gelu, the exact form, is not one of
-// them), with bias a load other than the accumulator. Whether the bias is a row vector broadcast
-// over the rows is known only at plan time (lt_bias_slot).
-template <class Epi, int Acc>
-struct lt_epilogue_of {
-  static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
-  static constexpr int bias = -1;
-};
-template <int Acc, int B>
-  requires(B != Acc)
-struct lt_epilogue_of<lower::LOp<Add, lower::LLoad<Acc>, lower::LLoad<B>>, Acc> {
-  static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_BIAS;
-  static constexpr int bias = B;
-};
-template <int Acc, int B>
-  requires(B != Acc)
-struct lt_epilogue_of<lower::LOp<Add, lower::LLoad<B>, lower::LLoad<Acc>>, Acc> {
-  static constexpr cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_BIAS;
-  static constexpr int bias = B;
-};
-// The activation epilogue cuBLASLt applies after its bias, per kiln op.
-template <class Op>
-inline constexpr cublasLtEpilogue_t lt_activation_bias = CUBLASLT_EPILOGUE_DEFAULT;
-template <>
-inline constexpr cublasLtEpilogue_t lt_activation_bias<Relu> = CUBLASLT_EPILOGUE_RELU_BIAS;
-template <>
-inline constexpr cublasLtEpilogue_t lt_activation_bias<GeluTanh> = CUBLASLT_EPILOGUE_GELU_BIAS;
-template <class Op, class Inner, int Acc>
-  requires(lt_activation_bias<Op> != CUBLASLT_EPILOGUE_DEFAULT)
-struct lt_epilogue_of<lower::LOp<Op, Inner>, Acc> {
-  static constexpr bool bias_add = lt_epilogue_of<Inner, Acc>::kind == CUBLASLT_EPILOGUE_BIAS;
-  static constexpr cublasLtEpilogue_t kind = bias_add ? lt_activation_bias<Op> : CUBLASLT_EPILOGUE_DEFAULT;
-  static constexpr int bias = bias_add ? lt_epilogue_of<Inner, Acc>::bias : -1;
-};
+// cuBLASLt's own epilogues, per device-neutral recipe (lower/epilogue.hpp): acc + bias (BIAS),
+// relu(acc + bias) (RELU_BIAS) and gelu_tanh(acc + bias) (GELU_BIAS: cuBLASLt's GELU is the
+// tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); kiln::gelu, the exact form, is not
+// one of them). DEFAULT: the epilogue runs as kiln's.
+inline constexpr cublasLtEpilogue_t lt_epilogue(lower::EpilogueKind k) {
+  switch (k) {
+    case lower::EpilogueKind::Add: return CUBLASLT_EPILOGUE_BIAS;
+    case lower::EpilogueKind::AddRelu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case lower::EpilogueKind::AddGeluTanh: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    default: return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+template <class Desc>
+inline constexpr cublasLtEpilogue_t lt_epilogue_of = lt_epilogue(lower::gemm_recipe<Desc>::kind);
 
-// The load slot cuBLASLt reads as its bias vector, or -1 when the epilogue runs as a row kernel:
-// the kernel's epilogue is one of cuBLASLt's, the product is one matrix written in place, and
-// the bias is packed along the output's columns and broadcast over its rows.
+// The load slot cuBLASLt reads as its bias vector, or -1 when the epilogue runs as kiln's: the
+// kernel's epilogue is one of cuBLASLt's and its added operand is a row bias for these shapes.
 template <class Desc, class G>
 int lt_bias_slot(const G& g) {
-  using E = lt_epilogue_of<typename Desc::epilogue, Desc::acc_slot>;
-  if constexpr (E::bias < 0) {
-    return -1;
-  } else {
-    const auto& e = g.epilogue;
-    if (g.batch != 1 || !g.in_place || e.rows != g.m || e.len != g.n || e.inner[E::bias] != 1) return -1;
-    for (int d = 0; d < e.nrow_dims; ++d)
-      if (e.outer[E::bias][d] != 0) return -1;
-    return E::bias;
-  }
+  if constexpr (lt_epilogue_of<Desc> == CUBLASLT_EPILOGUE_DEFAULT) return -1;
+  else return lower::add_is_row_bias<Desc>(g) ? lower::gemm_recipe<Desc>::operand : -1;
 }
 
 // The cuBLASLt descriptors of one GEMM shape, and the algorithms its heuristic offers.
@@ -170,7 +139,7 @@ cublasLtMatrixLayout_t lt_layout(std::uint64_t rows, std::uint64_t cols, std::in
 // column-major cols x rows matrix cuBLASLt reads: op N for a row-major v (last stride 1), op T
 // for a transposed view (row stride 1).
 template <class T>
-cublasOperation_t operand_layout(const cpu::MatrixView<T>& v, std::uint64_t cols, std::uint64_t rows, int batch,
+cublasOperation_t operand_layout(const lower::MatrixView<T>& v, std::uint64_t cols, std::uint64_t rows, int batch,
                                  const char* side, cublasLtMatrixLayout_t& layout) {
   if (v.col == 1) {
     layout = lt_layout<T>(cols, rows, v.row, batch, v.batch);
@@ -222,7 +191,7 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g, bool bias_grad = false) {
   } else if constexpr (Desc::has_epilogue) {
     p->bias_slot = lt_bias_slot<Desc>(g);
     if (p->bias_slot >= 0) {  // the bias pointer is set at each launch
-      const cublasLtEpilogue_t epi = lt_epilogue_of<typename Desc::epilogue, Desc::acc_slot>::kind;
+      const cublasLtEpilogue_t epi = lt_epilogue_of<Desc>;
       KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     }
   }
@@ -310,7 +279,7 @@ template <class Desc>
 struct SmallGemm {};
 template <class Desc>
 struct kernel_args<SmallGemm<Desc>> {
-  using type = cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>;
+  using type = lower::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>;
 };
 
 // kiln's tensor-core kernels (tc_gemm.cuh): where they apply, 16-bit elements, one matrix, A
@@ -319,8 +288,8 @@ struct kernel_args<SmallGemm<Desc>> {
 // (config.chunks): kTcMma mma.sync with 64 x 64 tiles (sm_80 on); kTcWgmmaTma on Hopper, where
 // the kernels were built for sm_90a (KILN_CUDA_SM90A, set by kiln_cuda_executable) and the
 // device has compute capability 9.0: wgmma fed by TMA from a producer warpgroup, persistent,
-// two consumers taking turns on 128 x 128 tiles. Dropped in the twelfth session, slower at
-// every W4 shape (docs/notes/cuda-status.md): mma.sync's 128 x 128 tiles (chunks 0) and the
+// two consumers taking turns on 128 x 128 tiles. Dropped, slower at every
+// shape of an MLP layer 768 -> 3072 measured (docs/design-decisions.md): mma.sync's 128 x 128 tiles (chunks 0) and the
 // wgmma kernel fed by cp.async (chunks 2); a cached choice of either runs the 64 x 64 mma.sync.
 inline constexpr int kTcMma = 1;
 inline constexpr int kTcWgmmaTma = 3;
@@ -336,12 +305,12 @@ inline std::vector<int> tc_variants() {
 // Whether a GEMM kernel gets kiln's tensor-core kernels as candidates (and so instantiates
 // them): 16-bit elements and an epilogue that cuBLASLt cannot apply itself (an exact gelu, a
 // residual add). Where cuBLASLt applies the epilogue, or there is none, it is the faster
-// (docs/notes/cuda-status.md), and each kernel instantiated costs build time in every CUDA
+// (docs/design-decisions.md), and each kernel instantiated costs build time in every CUDA
 // translation unit. Decided by the epilogue's kind alone: a bias epilogue that cuBLASLt leaves
 // to the row kernel at plan time (a bias that is not a row vector) gets no candidates either.
 template <class Desc>
 inline constexpr bool tc_gemm_offered = sizeof(typename Desc::value_type) == 2 && Desc::has_epilogue &&
-                                        lt_epilogue_of<typename Desc::epilogue, Desc::acc_slot>::kind == CUBLASLT_EPILOGUE_DEFAULT;
+                                        lt_epilogue_of<Desc> == CUBLASLT_EPILOGUE_DEFAULT;
 template <class G>
 bool tc_gemm_applies(const G& g, bool has_epilogue) {
   using S = std::remove_cvref_t<decltype(*g.acc)>;
@@ -360,7 +329,7 @@ template <class Desc>
 struct TcGemm {};
 template <class Desc>
 struct kernel_args<TcGemm<Desc>> {
-  using type = cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>;
+  using type = lower::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>;
 };
 
 // config.variant of a GEMM: 0 the default (the small-product kernel where it applies, else the
@@ -382,8 +351,8 @@ inline constexpr int kOverlapPrevious = 1;
 // bias_grad_out: where cuBLASLt writes B's column sums when the plan has BGRADA (n values of
 // T); the product then always goes through cuBLASLt.
 template <class Desc>
-void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
-              const cpu::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false, void* bias_grad_out = nullptr) {
+void run_gemm(const lower::GemmArgs<typename Desc::value_type, Desc::nloads, Desc::nconsts>& g, GemmPlan* plan,
+              const lower::LaunchConfig& cfg, cudaStream_t stream, bool overlap_previous = false, void* bias_grad_out = nullptr) {
   using T = typename Desc::value_type;
   bool epilogue_done = false;  // cuBLASLt applied it
   const bool lt_only = plan && plan->bias_grad;
@@ -395,7 +364,7 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
   if (!lt_only && cfg.variant == 0 && small_gemm_applies(g, Desc::has_epilogue) &&
       reinterpret_cast<std::uintptr_t>(g.b.ptr) % 16 == 0 && device_has_clusters()) {
-    cpu::LaunchConfig small = cfg;
+    lower::LaunchConfig small = cfg;
     small.chunks = overlap_previous ? kOverlapPrevious : 0;
     launch<SmallGemm<Desc>>(g, small, stream, nullptr);
     return;
@@ -420,15 +389,15 @@ void run_gemm(const cpu::GemmArgs<typename Desc::value_type, Desc::nloads, Desc:
   }
   if constexpr (Desc::has_epilogue) {
     using Epilogue = lower::RowKernel<T, typename Desc::epilogue, lower::TypeList<>, Desc::nloads, Desc::nconsts>;
-    if (!epilogue_done) launch<GemmEpilogue<Epilogue, Desc::acc_slot>>(g.epilogue, cpu::LaunchConfig{}, stream, nullptr);
+    if (!epilogue_done) launch<GemmEpilogue<Epilogue, Desc::acc_slot>>(g.epilogue, lower::LaunchConfig{}, stream, nullptr);
   }
 }
 
 // MaxAutotune's GEMM candidates besides Default's configuration (variant 0: the small-product
 // kernel where it applies, which MaxAutotune times first as the incumbent): kiln's tensor-core
 // kernels where they apply, and the heuristic's first algorithms (none for an empty product).
-inline std::vector<cpu::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool tensor_cores) {
-  std::vector<cpu::LaunchConfig> c;
+inline std::vector<lower::LaunchConfig> gemm_candidates(const GemmPlan* plan, bool tensor_cores) {
+  std::vector<lower::LaunchConfig> c;
   if (tensor_cores && !(plan && plan->bias_grad))  // kiln's kernels do not write a bias gradient
     for (int variant : tc_variants()) c.push_back({0, variant, kTcGemm, 0});
   for (int i = 0; i < (plan ? std::min(plan->nalgos, 4) : 1); ++i) c.push_back({0, 0, kLtAlgo + i, 0});

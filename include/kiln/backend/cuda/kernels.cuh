@@ -2,6 +2,7 @@
 // in translation units nvcc builds, and by the kernel files the build generates for host-built
 // ones (cmake/kiln_cuda_kernels.py).
 #pragma once
+#include "kiln/backend/cuda/axis_copy_kernel.cuh"
 #include "kiln/backend/cuda/reduce_kernel.cuh"
 #include "kiln/backend/cuda/row_kernel.cuh"
 #include "kiln/backend/cuda/small_gemm.cuh"
@@ -23,11 +24,15 @@ template <class T, class Tr, int NL, int NC>
 struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = ReduceToKernelCuda<lower::ReduceToKernel<T, Tr, NL, NC>>;
 };
+template <class T, int NS>
+struct kernel_impl<lower::AxisCopyKernel<T, NS>> {
+  using type = AxisCopyCuda<lower::AxisCopyKernel<T, NS>>;
+};
 
 template <class Epi, int Acc>
 struct kernel_impl<GemmEpilogue<Epi, Acc>> {
   struct type {
-    static void run(const launch_args_t<Epi>& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void*) {
+    static void run(const launch_args_t<Epi>& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void*) {
       RowKernelCuda<Epi>::template run_epilogue<Acc>(a, cfg, stream);
     }
   };
@@ -46,7 +51,7 @@ struct kernel_impl<ScalarBatch<Descs...>> {
 };
 
 template <class Desc>
-void launch(const launch_args_t<Desc>& args, const cpu::LaunchConfig& config, cudaStream_t stream, void* scratch) {
+void launch(const launch_args_t<Desc>& args, const lower::LaunchConfig& config, cudaStream_t stream, void* scratch) {
   kernel_impl<Desc>::type::run(args, config, stream, scratch);
 }
 

@@ -15,26 +15,16 @@
 #include <algorithm>
 #include <vector>
 
-#include "kiln/backend/cpu/reduce_kernel.hpp"
-#include "kiln/backend/cpu/reduce_to_kernel.hpp"
-#include "kiln/backend/cpu/row_kernel.hpp"
+#include "kiln/expr/ops/reduce.hpp"
+#include "kiln/lower/args.hpp"
 
 namespace kiln::cuda {
 
-// The argument struct of each launchable descriptor: the CPU backend's, passed by value.
+// The argument struct of each launchable descriptor: the shared vocabulary's (lower/args.hpp),
+// passed by value; the CUDA backend's own launch descriptors (below, gemm.hpp) add theirs.
 template <class Desc>
-struct kernel_args;
-template <class T, class O, class S, int NL, int NC, class A, class E>
-struct kernel_args<lower::RowKernel<T, O, S, NL, NC, A, E>> {
-  using type = cpu::row_args_t<T, NL, NC, S::size, E::size>;
-};
-template <class T, ReduceKind K, class Tr, bool Tot, int NL, int NC>
-struct kernel_args<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {
-  using type = typename cpu::ReduceKernelCpu<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>>::Args;
-};
-template <class T, class Tr, int NL, int NC>
-struct kernel_args<lower::ReduceToKernel<T, Tr, NL, NC>> {
-  using type = typename cpu::ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>::Args;
+struct kernel_args {
+  using type = lower::args_t<Desc>;
 };
 template <class Desc>
 using launch_args_t = typename kernel_args<Desc>::type;
@@ -58,7 +48,7 @@ struct kernel_args<ScalarBatch<Descs...>> {
 };
 
 template <class Desc>
-void launch(const launch_args_t<Desc>& args, const cpu::LaunchConfig& config, cudaStream_t stream, void* scratch);
+void launch(const launch_args_t<Desc>& args, const lower::LaunchConfig& config, cudaStream_t stream, void* scratch);
 
 // Host-side facts about each kind, needed before a launch.
 inline constexpr int kTotalBlocks = 1024;  // a total reduction's partials
@@ -74,8 +64,8 @@ std::size_t scratch_bytes() {
 // row-reduction paths a warp (variant 1) or a block (variant 2) per row. The register path
 // sizes its own groups, so it is tried once per block size.
 template <class Desc>
-std::vector<cpu::LaunchConfig> candidates() {
-  std::vector<cpu::LaunchConfig> c;
+std::vector<lower::LaunchConfig> candidates() {
+  std::vector<lower::LaunchConfig> c;
   for (int t : {128, 256, 512}) {
     if constexpr (requires { typename Desc::stages; }) {
       if constexpr (Desc::nstages > 0) {

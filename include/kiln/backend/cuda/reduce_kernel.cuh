@@ -7,8 +7,6 @@
 //     summing a share of the input elements that broadcast from it; the shares are added in a
 //     fixed order.
 #pragma once
-#include "kiln/backend/cpu/reduce_kernel.hpp"
-#include "kiln/backend/cpu/reduce_to_kernel.hpp"
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/row_kernel.cuh"
 
@@ -25,7 +23,7 @@ __global__ void axis_reduce_kernel(const Args a, index_t out_rows) {
   if (e >= out_rows * a.len) return;
   const index_t out_row = e / a.len, j = e - out_row * a.len;
   index_t axis_stride;
-  const index_t base_row = cpu::axis_base_row(a, out_row, axis_stride);
+  const index_t base_row = lower::axis_base_row(a, out_row, axis_stride);
   DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
   init_context(ctx, a);
   T acc = Op::template identity<T>();
@@ -80,8 +78,8 @@ struct ReduceKernelCuda;
 template <class T, ReduceKind K, class Tree, bool Total, int NL, int NC>
 struct ReduceKernelCuda<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
   using Desc = lower::ReduceKernel<T, K, Tree, Total, NL, NC>;
-  using Args = typename cpu::ReduceKernelCpu<Desc>::Args;
-  static void run(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
+  using Args = lower::args_t<Desc>;
+  static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
     const int threads = cfg.threads > 0 ? cfg.threads : kTotalThreads;
     if constexpr (Total) {
       const index_t total = a.rows * a.len;
@@ -112,7 +110,7 @@ struct ReduceKernelCuda<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
 // Columns: every row dim is summed and the last axis kept (a bias's gradient, [rows, n] ->
 // [n]): output o is column o, and thread y sums rows y, y + Y, ... with no index arithmetic
 // beyond the row's pointers (the general path's per-element divisions by each extent cost
-// more than the loads: 22 us for W5's [256, 1024] -> [1024], measured with profile()).
+// more than the loads: 22 us for a [256, 1024] -> [1024] sum, measured with profile()).
 inline constexpr int kReduceToColumns = 32;
 
 template <class Desc, bool Columns, class Args>
@@ -186,8 +184,8 @@ struct ReduceToKernelCuda;
 template <class T, class Tree, int NL, int NC>
 struct ReduceToKernelCuda<lower::ReduceToKernel<T, Tree, NL, NC>> {
   using Desc = lower::ReduceToKernel<T, Tree, NL, NC>;
-  using Args = typename cpu::ReduceToKernelCpu<Desc>::Args;
-  static void run(const Args& a, const cpu::LaunchConfig& cfg, cudaStream_t stream, void*) {
+  using Args = lower::args_t<Desc>;
+  static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void*) {
     if (a.out_numel == 0) return;
     bool columns = a.out_inner != 0;
     for (int d = 0; d < a.nrow_dims; ++d) columns = columns && a.out_outer[d] == 0;

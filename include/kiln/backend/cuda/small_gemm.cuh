@@ -42,11 +42,11 @@ struct PreloadedEpilogue {
   __device__ __forceinline__ void load(const EArgs& ea, index_t i, index_t j) {
     if constexpr (Desc::has_epilogue) {
       const S* ptr[NL > 0 ? NL : 1];
-      cpu::row_pointers(ea, i, ptr);
+      lower::row_pointers(ea, i, ptr);
       load_in_row(ea, ptr, j);
     }
   }
-  // The same, given row i's pointers (cpu::row_pointers), for several elements of one row.
+  // The same, given row i's pointers (lower::row_pointers), for several elements of one row.
   template <class EArgs>
   __device__ __forceinline__ void load_in_row(const EArgs& ea, const S* const* ptr, index_t j) {
     if constexpr (Desc::has_epilogue) {
@@ -79,7 +79,7 @@ struct PreloadedEpilogue {
 // Launch bounds: for one row of A (m = 1, a layer at batch 1), at most 80 registers, so that
 // three blocks of 256 threads fit on an SM: a product's 192 blocks then leave room for the next
 // product's 192 (dependent launch), which stream their B while this one runs. With two blocks
-// per SM (116 registers) W4 at B = 1 took 10.6 us per call in f32, with three 9.5-9.7 us.
+// per SM (116 registers) a 1 x 768 x 3072 product took 10.6 us per call in f32, with three 9.5-9.7 us.
 template <class Desc, int MR, int L, class Args>
 __global__ void __launch_bounds__(32 * kSmallGemmWarps, MR == 1 ? 3 : 1) small_gemm_kernel(const Args g, int splits) {
   using S = typename Desc::value_type;
@@ -214,7 +214,7 @@ struct SmallGemmCuda;
 template <class T, class Epi, int AccSlot, int NL, int NC>
 struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   using Desc = lower::GemmKernel<T, Epi, AccSlot, NL, NC>;
-  using Args = cpu::GemmArgs<T, NL, NC>;
+  using Args = lower::GemmArgs<T, NL, NC>;
   // overlap: launched with programmatic stream serialization, so that it starts, and streams
   // its first rounds of B, while the previous kernel on the stream finishes. Only where that
   // kernel does not write B (the caller checks: run_gemm's overlap_previous). Several splits:
@@ -239,7 +239,7 @@ struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     else if (g.m <= 2) launch_rows<2, L>(g, s, overlap, stream);
     else launch_rows<4, L>(g, s, overlap, stream);
   }
-  static void run(const Args& g, const cpu::LaunchConfig& cfg, cudaStream_t stream, void* = nullptr) {
+  static void run(const Args& g, const lower::LaunchConfig& cfg, cudaStream_t stream, void* = nullptr) {
     const SmallGemmShape s = small_gemm_shape(g);
     const bool overlap = cfg.chunks == kOverlapPrevious;
     if (s.lanes == 32) launch_lanes<32>(g, s, overlap, stream);

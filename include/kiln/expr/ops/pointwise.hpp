@@ -4,7 +4,7 @@
 #pragma once
 #include <algorithm>
 
-#include "kiln/autodiff/zero.hpp"
+#include "kiln/expr/zero.hpp"
 #include "kiln/core/math.hpp"
 #include "kiln/expr/node.hpp"
 

@@ -1,4 +1,5 @@
-// kiln: the zero cotangent. Reverse-mode rules return NoGrad for an operand that has no
+// kiln: the zero cotangent, part of the vocabulary every op's derivative rules (next to the op,
+// in expr/ops) are written in. Reverse-mode rules return NoGrad for an operand that has no
 // derivative (a comparison's operands, where's condition, a shape-only operand) or that leads
 // to no variable being differentiated; it never becomes a node.
 #pragma once

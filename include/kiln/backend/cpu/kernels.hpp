@@ -1,0 +1,73 @@
+// kiln: the CPU backend's dispatcher, its one entry point. For each kernel descriptor
+// (lower/evaluator.hpp) it names the CPU kernel that runs it and the workspace that kernel keeps
+// between calls, and runs it on the arguments the planner filled (lower/args.hpp):
+//   cpu::prepare<Desc>(args, workspace)  once per plan and launch configuration;
+//   cpu::run<Desc>(args, workspace)      per call;
+//   cpu::candidates<Desc>(args)          MaxAutotune's launch configurations.
+#pragma once
+#include <vector>
+
+#include "kiln/backend/cpu/axis_copy_kernel.hpp"
+#include "kiln/backend/cpu/gemm_kernel.hpp"
+#include "kiln/backend/cpu/reduce_kernel.hpp"
+#include "kiln/backend/cpu/reduce_to_kernel.hpp"
+#include "kiln/backend/cpu/row_kernel.hpp"
+
+namespace kiln::cpu {
+
+template <class Desc>
+struct kernel_of;
+template <class T, class O, class S, int NL, int NC, class A, class E>
+struct kernel_of<lower::RowKernel<T, O, S, NL, NC, A, E>> {
+  using type = RowKernelCpu<lower::RowKernel<T, O, S, NL, NC, A, E>>;
+};
+template <class T, class E, int A, int NL, int NC>
+struct kernel_of<lower::GemmKernel<T, E, A, NL, NC>> {
+  using type = GemmKernelCpu<lower::GemmKernel<T, E, A, NL, NC>>;
+};
+template <class T, ReduceKind K, class Tr, bool Tot, int NL, int NC>
+struct kernel_of<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>> {
+  using type = ReduceKernelCpu<lower::ReduceKernel<T, K, Tr, Tot, NL, NC>>;
+};
+template <class T, class Tr, int NL, int NC>
+struct kernel_of<lower::ReduceToKernel<T, Tr, NL, NC>> {
+  using type = ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>;
+};
+template <class T, int NS>
+struct kernel_of<lower::AxisCopyKernel<T, NS>> {
+  using type = AxisCopyKernelCpu<lower::AxisCopyKernel<T, NS>>;
+};
+template <class Desc>
+using kernel_t = typename kernel_of<Desc>::type;
+
+// What a kernel keeps between calls of one plan: Eigen's packing buffers for a GEMM, nothing
+// for the others.
+struct NoWorkspace {};
+template <class Desc>
+struct workspace_of {
+  using type = NoWorkspace;
+};
+template <class T, class E, int A, int NL, int NC>
+struct workspace_of<lower::GemmKernel<T, E, A, NL, NC>> {
+  using type = typename GemmKernelCpu<lower::GemmKernel<T, E, A, NL, NC>>::Workspace;
+};
+template <class Desc>
+using workspace_t = typename workspace_of<Desc>::type;
+
+template <class Desc>
+void prepare(const lower::args_t<Desc>& args, workspace_t<Desc>& ws) {
+  if constexpr (requires { kernel_t<Desc>::prepare(args, ws); }) kernel_t<Desc>::prepare(args, ws);
+}
+
+template <class Desc>
+void run(const lower::args_t<Desc>& args, workspace_t<Desc>& ws) {
+  if constexpr (requires { kernel_t<Desc>::run(args, ws); }) kernel_t<Desc>::run(args, ws);
+  else kernel_t<Desc>::run(args);
+}
+
+template <class Desc>
+std::vector<LaunchConfig> candidates(const lower::args_t<Desc>& args) {
+  return kernel_t<Desc>::candidates(args);
+}
+
+}  // namespace kiln::cpu

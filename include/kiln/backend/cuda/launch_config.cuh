@@ -1,0 +1,80 @@
+// kiln: launching kiln's CUDA kernels: the architecture a kernel was compiled for, programmatic
+// dependent launches (a kernel that may start while the one before it finishes), thread-block
+// clusters, and one launch call that sets them.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <map>
+#include <unordered_map>
+
+#include "kiln/backend/cuda/runtime.hpp"
+
+namespace kiln::cuda {
+
+// The virtual architecture a kernel's code was compiled for (compute_XY as XY: its
+// __CUDA_ARCH__ / 10), on the current device. Code for an older one runs on Hopper (its PTX
+// compiled at load) without what kiln guards with __CUDA_ARCH__ >= 900: clusters, waits.
+template <class Kernel>
+int code_arch(Kernel* kernel) {
+  cudaFuncAttributes fa{};
+  KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  return fa.ptxVersion;
+}
+
+// Programmatic dependent launch (Hopper): a kernel launched with launch_after_previous may
+// start while the kernel before it on the stream is still running; before it touches global
+// memory it waits for that kernel to complete (and its writes to be visible), and once it has
+// waited it lets the next kernel start. So each launch and block start-up overlaps the previous
+// kernel's last blocks instead of following them (a gap of a few microseconds, much of a kernel
+// that moves 50-100 MB). Every kernel launched so must call await_previous_kernel first.
+__device__ __forceinline__ void await_previous_kernel() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+// A launch's configuration for cudaLaunchKernelEx, with its attributes: thread-block clusters
+// of `cluster` blocks (none where that is one block) and a programmatic dependent launch
+// (`dependent`: only for a kernel that calls await_previous_kernel first and whose code waits,
+// code_arch >= 90). Not copyable: config points at attrs.
+struct KernelLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attrs[2]{};
+  KernelLaunch(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, dim3 cluster, bool dependent) {
+    config.gridDim = blocks;
+    config.blockDim = threads;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    unsigned n = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+      attrs[n].id = cudaLaunchAttributeClusterDimension;
+      attrs[n].val.clusterDim.x = cluster.x;
+      attrs[n].val.clusterDim.y = cluster.y;
+      attrs[n].val.clusterDim.z = cluster.z;
+      ++n;
+    }
+    if (dependent) {
+      attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[n].val.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
+    config.attrs = attrs;
+    config.numAttrs = n;
+  }
+  KernelLaunch(const KernelLaunch&) = delete;
+  KernelLaunch& operator=(const KernelLaunch&) = delete;
+};
+
+template <auto Kernel, class... Args>
+void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, const Args&... args) {
+  // Only a device with it (Hopper on), and code that waits (compiled for sm_90 on; asked once
+  // per device): other code is launched in stream order.
+  thread_local std::unordered_map<int, bool> waits;
+  const int device = current_device();
+  auto it = waits.find(device);
+  if (it == waits.end()) it = waits.emplace(device, device_has_clusters() && code_arch(Kernel) >= 90).first;
+  const KernelLaunch launch(blocks, threads, smem, stream, dim3(1), it->second);
+  KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, Kernel, args...));
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,200 @@
+// kiln: ops that copy ranges along one axis, all run by the axis-copy kernel kind. Along axis
+// A the output is made of segments, each copying a contiguous range of one source's positions
+// to a range of the output's; every other axis is copied whole; positions no segment covers
+// are 0. Sources are read through their own strides (a transposed view costs no copy).
+//   concat<A>(a, b)                    a then b along A; every other extent must agree
+//   slice<A, Begin, End>(x)            positions [Begin, End) of x along A
+//   extract<A, Off>(x, o..., like)     like's shape, from x at position Off + the extents of o...
+//   insert<A, Off>(x, o..., like)      like's shape, x placed at Off + the extents of o..., 0 elsewhere
+// extract and insert take their offset partly from other values' shapes (o..., read for their
+// shapes only), and their result's shape from `like`: they are the derivatives of the others
+// (concat's gradient for b is extract<A, 0>(g, a, b); slice's is insert<A, Begin>(g, x)), and
+// each other's adjoints.
+#pragma once
+#include <tuple>
+
+#include "kiln/expr/node.hpp"
+#include "kiln/expr/zero.hpp"
+
+namespace kiln {
+
+template <int Axis>
+struct Concat;
+template <int Axis, long Begin, long End>
+struct Slice;
+template <int Axis, long Off, int NOffsets>
+struct Extract;
+template <int Axis, long Off, int NOffsets>
+struct Insert;
+
+template <int Axis, Expression A, Expression B>
+constexpr auto concat(A a, B b);
+template <int Axis, long Begin, long End, Expression X>
+constexpr auto slice(X x);
+template <int Axis, long Off, Expression X, Expression... Rest>
+constexpr auto extract(X x, Rest... rest);
+template <int Axis, long Off, Expression X, Expression... Rest>
+constexpr auto insert(X x, Rest... rest);
+
+namespace detail {
+// The fields every axis-copy op has; Form says how the planner reads its operands.
+template <int Axis, AxisCopyForm Form, long Begin = 0, long End = 0>
+struct AxisCopyOp {
+  static constexpr NodeKind kind = NodeKind::AxisCopy;
+  static constexpr bool composite = false;
+  static constexpr int axis = Axis;
+  static constexpr AxisCopyForm copy_form = Form;
+  static constexpr long begin = Begin;  // Slice: the first position; Extract, Insert: the static offset
+  static constexpr long end = End;      // Slice: one past the last position
+  template <int R, int...>
+  static constexpr int out_rank = R;
+};
+// Operand k of an extract or insert other than the first is read for its shape only.
+template <int NOperands>
+inline constexpr unsigned all_but_first = ((1u << NOperands) - 1u) & ~1u;
+}  // namespace detail
+
+template <int Axis>
+struct Concat : detail::AxisCopyOp<Axis, AxisCopyForm::Concat> {
+  static constexpr const char* name = "concat";
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& [a, b] = y.children;
+    return std::tuple{extract<Axis, 0>(g, a), extract<Axis, 0>(g, a, b)};
+  }
+  template <class N, class Ta, class Tb>
+  static constexpr auto jvp(const N& y, const Ta& ta, const Tb& tb) {
+    const auto& a = std::get<0>(y.children);
+    if constexpr (std::is_same_v<Ta, autodiff::NoGrad> && std::is_same_v<Tb, autodiff::NoGrad>) return autodiff::NoGrad{};
+    else if constexpr (std::is_same_v<Tb, autodiff::NoGrad>) return insert<Axis, 0>(ta, y);
+    else if constexpr (std::is_same_v<Ta, autodiff::NoGrad>) return insert<Axis, 0>(tb, a, y);
+    else return concat<Axis>(ta, tb);
+  }
+};
+
+template <int Axis, long Begin, long End>
+struct Slice : detail::AxisCopyOp<Axis, AxisCopyForm::Slice, Begin, End> {
+  static constexpr const char* name = "slice";
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{insert<Axis, Begin>(g, std::get<0>(y.children))};
+  }
+  template <class N, class Tx>
+  static constexpr auto jvp(const N&, const Tx& t) {
+    return autodiff::tangent_apply([](const auto& v) { return slice<Axis, Begin, End>(v); }, t);
+  }
+};
+
+// The adjoint pair: extract reads like's extent from x at the offset, insert writes x there.
+// Each one's derivative with respect to x is the other over the same shape operands.
+template <int Axis, long Off, int NOffsets>
+struct Extract : detail::AxisCopyOp<Axis, AxisCopyForm::Extract, Off> {
+  static constexpr const char* name = "extract";
+  static constexpr unsigned shape_only = detail::all_but_first<NOffsets + 2>;
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::apply(
+        [&](const auto& x, const auto&... rest) {
+          // insert<Off>(g, o..., x): g placed back where it was read from, in x's shape.
+          return std::tuple{with_offsets<Insert>(g, y.children, x), ((void)rest, autodiff::NoGrad{})...};
+        },
+        y.children);
+  }
+  template <class N, class Tx, class... Tr>
+  static constexpr auto jvp(const N& y, const Tx& t, const Tr&...) {
+    return autodiff::tangent_apply([&](const auto& v) { return with_offsets<Extract>(v, y.children, last(y.children)); }, t);
+  }
+
+  // Op<Off>(v, o..., like) with y's offset operands o... (the children between the first and
+  // the last); Op is Extract or Insert.
+  template <template <int, long, int> class Op, class V, class Children, class Like>
+  static constexpr auto with_offsets(const V& v, const Children& c, const Like& like) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      if constexpr (std::is_same_v<Op<Axis, Off, NOffsets>, Insert<Axis, Off, NOffsets>>)
+        return insert<Axis, Off>(v, std::get<1 + I>(c)..., like);
+      else return extract<Axis, Off>(v, std::get<1 + I>(c)..., like);
+    }(std::make_index_sequence<NOffsets>{});
+  }
+  template <class Children>
+  static constexpr const auto& last(const Children& c) {
+    return std::get<std::tuple_size_v<Children> - 1>(c);
+  }
+};
+
+template <int Axis, long Off, int NOffsets>
+struct Insert : detail::AxisCopyOp<Axis, AxisCopyForm::Insert, Off> {
+  static constexpr const char* name = "insert";
+  static constexpr unsigned shape_only = detail::all_but_first<NOffsets + 2>;
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::apply(
+        [&](const auto& x, const auto&... rest) {
+          // extract<Off>(g, o..., x): the part of g that x was placed at.
+          return std::tuple{Extract<Axis, Off, NOffsets>::template with_offsets<Extract>(g, y.children, x),
+                            ((void)rest, autodiff::NoGrad{})...};
+        },
+        y.children);
+  }
+  template <class N, class Tx, class... Tr>
+  static constexpr auto jvp(const N& y, const Tx& t, const Tr&...) {
+    return autodiff::tangent_apply(
+        [&](const auto& v) {
+          return Extract<Axis, Off, NOffsets>::template with_offsets<Insert>(v, y.children,
+                                                                            Extract<Axis, Off, NOffsets>::last(y.children));
+        },
+        t);
+  }
+};
+
+namespace detail {
+template <int Axis, int Rank>
+constexpr int normalized_axis() {
+  static_assert(Rank >= 1, "kiln: concat, slice, extract and insert need an operand of rank 1 or more");
+  static_assert(Axis >= -Rank && Axis < Rank, "kiln: the axis is out of range for the operand's rank");
+  return Axis < 0 ? Axis + Rank : Axis;
+}
+template <class X, class... Rest>
+constexpr void same_rank_and_type() {
+  static_assert(((Rest::rank == X::rank) && ...), "kiln: the operands of concat, extract and insert must have one rank");
+  static_assert((std::is_same_v<typename X::dtype, typename Rest::dtype> && ...),
+                "kiln: the operands of concat, extract and insert must have one element type");
+}
+}  // namespace detail
+
+template <int Axis, Expression A, Expression B>
+constexpr auto concat(A a, B b) {
+  detail::same_rank_and_type<A, B>();
+  constexpr int ax = detail::normalized_axis<Axis, A::rank>();
+  return Node<Concat<ax>, A, B>(Concat<ax>{}, a, b);
+}
+
+template <int Axis, long Begin, long End, Expression X>
+constexpr auto slice(X x) {
+  static_assert(0 <= Begin && Begin <= End, "kiln::slice: needs 0 <= Begin <= End (End is one past the last position)");
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  return Node<Slice<ax, Begin, End>, X>(Slice<ax, Begin, End>{}, x);
+}
+
+template <int Axis, long Off, Expression X, Expression... Rest>
+constexpr auto extract(X x, Rest... rest) {
+  static_assert(sizeof...(Rest) >= 1 && sizeof...(Rest) <= 2,
+                "kiln::extract(x, [offset operand,] like): one or two operands after x, the last giving the shape");
+  static_assert(Off >= 0, "kiln::extract: the offset must not be negative");
+  detail::same_rank_and_type<X, Rest...>();
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  using Op = Extract<ax, Off, static_cast<int>(sizeof...(Rest)) - 1>;
+  return Node<Op, X, Rest...>(Op{}, x, rest...);
+}
+
+template <int Axis, long Off, Expression X, Expression... Rest>
+constexpr auto insert(X x, Rest... rest) {
+  static_assert(sizeof...(Rest) >= 1 && sizeof...(Rest) <= 2,
+                "kiln::insert(x, [offset operand,] like): one or two operands after x, the last giving the shape");
+  static_assert(Off >= 0, "kiln::insert: the offset must not be negative");
+  detail::same_rank_and_type<X, Rest...>();
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  using Op = Insert<ax, Off, static_cast<int>(sizeof...(Rest)) - 1>;
+  return Node<Op, X, Rest...>(Op{}, x, rest...);
+}
+
+}  // namespace kiln

@@ -1,0 +1,189 @@
+// kiln: the argument vocabulary every backend speaks. For each kernel kind (lower/evaluator.hpp
+// declares the descriptors), the run-time arguments the planner fills for one shape signature:
+// pointers, extents, strides and scalars, in trivially copyable structs that hold no Eigen and
+// no CUDA type. The CPU backend reads them in its loops; the CUDA backend passes them by value to
+// its kernels. Each backend keeps its own workspaces (Eigen's packing buffers, cuBLASLt plans)
+// beside them.
+//
+// Addressing of a row-shaped iteration space (rows x len, rows being the outer dims of space 0):
+// load S at (row, j) reads ptr[S][sum_d row_index[d] * outer[S][d] + j * inner[S]]; broadcasting
+// is a stride of 0. Stage spaces share the row index and have their own length.
+#pragma once
+#include <type_traits>
+
+#include "kiln/core/config.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/lower/evaluator.hpp"
+
+namespace kiln::lower {
+
+// A kernel's launch configuration: what MaxAutotune chooses among. 0 means "the heuristic".
+// The fields' meaning is the backend's: CPU threads, tasks per row and GEMM panel shapes; CUDA
+// threads per block, load path and GEMM algorithm (each backend's candidates() say).
+struct LaunchConfig {
+  int threads = 0;          // CPU: threads (0: every thread, when the work is large enough); CUDA: threads per block
+  int chunks = 0;           // CPU row kernels without stages: tasks per row; CUDA: the load path
+  int variant = 0;          // CPU GEMM: 1 row panels, 2 column panels, 3 the GEMV loop; CUDA: layout or algorithm
+  index_t panel_bytes = 0;  // CPU GEMM: the epilogue's panel size
+};
+
+// Elements of a stage input a row cache holds. The planner sets RowArgs::row_cache for rows up
+// to this length; a backend may cache less (CUDA checks its shared memory).
+inline constexpr index_t kRowCache = 4096;
+
+// Row and pointwise kernels (RowKernel). T is the storage type of every load and of the
+// output; the maths runs in compute_t<T> (float for bf16 and f16: loads widen, the store rounds).
+template <class T, int NL, int NC, int NS>
+struct RowArgs {
+  const T* ptr[NL > 0 ? NL : 1] = {};
+  index_t outer[NL > 0 ? NL : 1][kMaxRank] = {};
+  index_t inner[NL > 0 ? NL : 1] = {};
+  compute_t<T> consts[NC > 0 ? NC : 1] = {};
+  index_t stage_len[NS > 0 ? NS : 1] = {};
+  int nrow_dims = 0;
+  index_t row_dims[kMaxRank] = {};
+  index_t rows = 1;  // product of row_dims
+  index_t len = 1;   // extent of the last axis of space 0
+  T* out = nullptr;  // contiguous rows x len
+  bool unit_inner = false;  // every load has inner stride 1: the SIMD-friendly case
+  bool row_cache = false;   // every space has the output's shape and a row fits kRowCache
+  LaunchConfig config;
+};
+
+// A pointwise kernel that also writes the values of kernels merged into it (RowKernel's
+// Extras): extra_out[e] is laid out as out (contiguous rows x len), or null where that kernel
+// runs on its own for these shapes.
+template <class T, int NL, int NC, int NS, int NE>
+struct RowArgsOut : RowArgs<T, NL, NC, NS> {
+  T* extra_out[NE > 0 ? NE : 1] = {};
+};
+template <class T, int NL, int NC, int NS, int NE>
+using row_args_t = std::conditional_t<NE == 0, RowArgs<T, NL, NC, NS>, RowArgsOut<T, NL, NC, NS, NE>>;
+
+// Points ptr[s] at row `row` of load s (row-major over a.row_dims). One definition for every
+// kernel on both devices.
+template <class T, int NL, int NC, int NS, class Ptr>
+KILN_HOST_DEVICE KILN_INLINE void row_pointers(const RowArgs<T, NL, NC, NS>& a, index_t row, Ptr* ptr) {
+  if (a.nrow_dims == 1) {  // the common case after dimension collapsing: no divisions
+    for (int s = 0; s < NL; ++s) ptr[s] = a.ptr[s] + row * a.outer[s][0];
+    return;
+  }
+  index_t off[NL > 0 ? NL : 1] = {};
+  for (int d = a.nrow_dims - 1; d >= 0; --d) {
+    const index_t i = row % a.row_dims[d];
+    row /= a.row_dims[d];
+    for (int s = 0; s < NL; ++s) off[s] += i * a.outer[s][d];
+  }
+  for (int s = 0; s < NL; ++s) ptr[s] = a.ptr[s] + off[s];
+}
+
+// AxisReduce and TotalReduce (ReduceKernel): rows and loads are those of the reduction's input
+// space; `axis` is the reduced row dim (AxisReduce).
+template <class T, int NL, int NC>
+struct ReduceArgs : RowArgs<T, NL, NC, 0> {
+  int axis = 0;
+};
+
+// AxisReduce: the input row that element 0 along `axis` of output row out_row reads (the row
+// dims of the input with `axis` removed index the output rows); element k is that row plus
+// k * axis_stride.
+template <class Args>
+KILN_HOST_DEVICE KILN_INLINE index_t axis_base_row(const Args& a, index_t out_row, index_t& axis_stride) {
+  index_t rest = out_row, base_row = 0, row_stride = 1;
+  for (int d = a.nrow_dims - 1; d >= 0; --d) {
+    if (d != a.axis) {
+      const index_t i = rest % a.row_dims[d];
+      rest /= a.row_dims[d];
+      base_row += i * row_stride;
+    }
+    row_stride *= a.row_dims[d];
+  }
+  axis_stride = 1;
+  for (int d = a.axis + 1; d < a.nrow_dims; ++d) axis_stride *= a.row_dims[d];
+  return base_row;
+}
+
+// ReduceTo (sum down to a shape): iterates over the input's rows; each input element adds into
+// the output element it broadcast from.
+template <class T, int NL, int NC>
+struct ReduceToArgs : RowArgs<T, NL, NC, 0> {
+  index_t out_outer[kMaxRank] = {};  // the output's stride along each row dim of the input
+  index_t out_inner = 0;             // ... and along its last axis (0: summed)
+  index_t out_numel = 0;
+};
+
+// AxisCopy (AxisCopyKernel): the output's rows and loads as in RowArgs, load s being source s
+// read through its own strides (outer[s][d] along row dim d, inner[s] along the last axis), and
+// its segment: positions [src_begin, src_begin + len) of source s along `axis` go to
+// [dst_begin, dst_begin + len) of the output; positions no segment covers are 0.
+template <class T, int NS>
+struct AxisCopyArgs : RowArgs<T, NS, 0, 0> {
+  int axis = 0;  // a row dim, or nrow_dims for the last axis
+  index_t src_begin[NS > 0 ? NS : 1] = {}, dst_begin[NS > 0 ? NS : 1] = {}, seg_len[NS > 0 ? NS : 1] = {};
+
+  // The segment covering output position p along the axis, or -1.
+  KILN_HOST_DEVICE KILN_INLINE int segment_of(index_t p) const {
+    for (int s = 0; s < NS; ++s)
+      if (p >= dst_begin[s] && p < dst_begin[s] + seg_len[s]) return s;
+    return -1;
+  }
+  // Source s's stride along the axis.
+  KILN_HOST_DEVICE KILN_INLINE index_t axis_stride(int s) const {
+    return axis < this->nrow_dims ? this->outer[s][axis] : this->inner[s];
+  }
+};
+
+// One GEMM operand, as a batch of matrices: element (b, i, j) at ptr[b*batch + i*row + j*col].
+template <class T>
+struct MatrixView {
+  const T* ptr = nullptr;
+  index_t batch = 0, row = 0, col = 1;
+};
+
+// GEMM + epilogue (GemmKernel): acc = A B, then the epilogue, a row kernel over the output
+// whose load slot acc_slot reads acc.
+template <class T, int NL, int NC>
+struct GemmArgs {
+  RowArgs<T, NL, NC, 0> epilogue;  // over the output; its acc slot points at `acc`
+  MatrixView<T> a, b;
+  T* acc = nullptr;                // batch x M x N, contiguous
+  index_t batch = 1, m = 0, n = 0, k = 0;
+  bool in_place = true;  // acc is the output and the epilogue's rows are acc's rows
+  LaunchConfig config;
+};
+
+// The argument struct of each kernel descriptor.
+template <class Desc>
+struct kernel_args;
+template <class T, class O, class S, int NL, int NC, class A, class E>
+struct kernel_args<RowKernel<T, O, S, NL, NC, A, E>> {
+  using type = row_args_t<T, NL, NC, S::size, E::size>;
+};
+template <class T, ReduceKind K, class Tr, bool Tot, int NL, int NC>
+struct kernel_args<ReduceKernel<T, K, Tr, Tot, NL, NC>> {
+  using type = ReduceArgs<T, NL, NC>;
+};
+template <class T, class Tr, int NL, int NC>
+struct kernel_args<ReduceToKernel<T, Tr, NL, NC>> {
+  using type = ReduceToArgs<T, NL, NC>;
+};
+template <class T, class E, int A, int NL, int NC>
+struct kernel_args<GemmKernel<T, E, A, NL, NC>> {
+  using type = GemmArgs<T, NL, NC>;
+};
+template <class T, int NS>
+struct kernel_args<AxisCopyKernel<T, NS>> {
+  using type = AxisCopyArgs<T, NS>;
+};
+template <class Desc>
+using args_t = typename kernel_args<Desc>::type;
+
+// The row-shaped part of any kind's arguments (a GEMM's: its epilogue's), which the planner
+// fills the same way for every kind.
+template <class Args>
+auto& row_part(Args& a) {
+  if constexpr (requires { a.epilogue; }) return a.epilogue;
+  else return a;
+}
+
+}  // namespace kiln::lower

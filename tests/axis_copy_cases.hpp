@@ -1,0 +1,117 @@
+// concat, slice, extract and insert (the axis-copy kernel kind) against a float64 reference:
+// along the first, a middle and the last axis, odd extents, sources read through strides (a
+// transposed view), fused consumers, bad shapes, and gradients by finite differences. Included
+// by ops_axis_copy.cpp and by cuda/cuda_broadcast_layout.cpp, which runs the same cases with the
+// inputs on the GPU (on_device.hpp).
+#pragma once
+#include "gradcheck.hpp"
+
+namespace axis_copy_cases {
+
+// The reference: the output position idx along `axis` of concat(a, b).
+inline ref::Array concat(const ref::Array& a, const ref::Array& b, int axis) {
+  std::vector<std::size_t> s = a.shape;
+  s[axis] += b.shape[axis];
+  ref::Array out = ref::zeros(s);
+  for (std::size_t i = 0; i < out.numel(); ++i) {
+    auto idx = ref::unravel(i, s);
+    const bool first = idx[axis] < a.shape[axis];
+    if (!first) idx[axis] -= a.shape[axis];
+    const ref::Array& src = first ? a : b;
+    std::size_t off = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) off = off * src.shape[d] + idx[d];
+    out.data[i] = src.data[off];
+  }
+  return out;
+}
+inline ref::Array slice(const ref::Array& a, int axis, std::size_t begin, std::size_t end) {
+  std::vector<std::size_t> s = a.shape;
+  s[axis] = end - begin;
+  ref::Array out = ref::zeros(s);
+  for (std::size_t i = 0; i < out.numel(); ++i) {
+    auto idx = ref::unravel(i, s);
+    idx[axis] += begin;
+    std::size_t off = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) off = off * a.shape[d] + idx[d];
+    out.data[i] = a.data[off];
+  }
+  return out;
+}
+
+inline void concat_along_each_axis() {
+  constexpr auto a = kiln::input<"a", 3>();
+  constexpr auto b = kiln::input<"b", 3>();
+  const auto at = cases::randn({3, 5, 7}, 301);
+  auto f0 = kiln::compile(kiln::concat<0>(a, b));
+  auto f1 = kiln::compile(kiln::concat<1>(a, b));
+  auto f2 = kiln::compile(kiln::concat<-1>(a, b));
+  CHECK(f1.kernel_count() == 1);
+  const auto b0 = cases::randn({2, 5, 7}, 302), b1 = cases::randn({3, 4, 7}, 303), b2 = cases::randn({3, 5, 9}, 304);
+  const auto ra = ref::from(at.cpu());
+  ref::check_close(f0(a = at, b = b0).cpu(), concat(ra, ref::from(b0.cpu()), 0), 0, 0);
+  ref::check_close(f1(a = at, b = b1).cpu(), concat(ra, ref::from(b1.cpu()), 1), 0, 0);
+  ref::check_close(f2(a = at, b = b2).cpu(), concat(ra, ref::from(b2.cpu()), 2), 0, 0);
+  // An empty operand along the axis.
+  const auto e = cases::randn({3, 0, 7}, 305);
+  ref::check_close(f1(a = at, b = e).cpu(), ra, 0, 0);
+}
+
+inline void concat_reads_views_and_computed_values() {
+  constexpr auto a = kiln::input<"a", 2>();
+  constexpr auto b = kiln::input<"b", 2>();
+  // The transpose is read through its strides; a + 1 is stored first; the consumer (* 2) is a
+  // pointwise kernel after the copy.
+  auto f = kiln::compile(kiln::concat<1>(kiln::transpose(a), b + 1) * 2);
+  CHECK(f.kernel_count() == 3);
+  CHECK(f.explain().find("axis copy") != std::string::npos);
+  const auto at = cases::randn({13, 6}, 306), bt = cases::randn({6, 17}, 307);
+  const auto want = ref::map(concat(ref::transpose(ref::from(at.cpu())), ref::map(ref::from(bt.cpu()), [](double v) { return v + 1; }), 1),
+                             [](double v) { return 2 * v; });
+  ref::check_close(f(a = at, b = bt).cpu(), want);
+}
+
+inline void slice_along_a_middle_and_the_last_axis() {
+  constexpr auto x = kiln::input<"x", 3>();
+  auto mid = kiln::compile(kiln::slice<1, 2, 7>(x));
+  auto last = kiln::compile(kiln::exp(kiln::slice<2, 3, 4>(x)));
+  const auto xt = cases::randn({4, 9, 11}, 308);
+  const auto rx = ref::from(xt.cpu());
+  ref::check_close(mid(x = xt).cpu(), slice(rx, 1, 2, 7), 0, 0);
+  ref::check_close(last(x = xt).cpu(), ref::map(slice(rx, 2, 3, 4), [](double v) { return std::exp(v); }));
+}
+
+inline void bad_shapes_are_errors() {
+  constexpr auto a = kiln::input<"a", 2>();
+  constexpr auto b = kiln::input<"b", 2>();
+  auto f = kiln::compile(kiln::concat<0>(a, b));
+  const auto at = cases::randn({3, 5}, 309), bt = cases::randn({2, 6}, 310);
+  CHECK_THROWS_WITH_AS(f(a = at, b = bt), doctest::Contains("concat along axis 0: shapes [3, 5] and [2, 6]"), kiln::ShapeError);
+  auto s = kiln::compile(kiln::slice<1, 2, 9>(a));
+  CHECK_THROWS_WITH_AS(s(a = at), doctest::Contains("ends past the axis"), kiln::ShapeError);
+}
+
+inline void a_16_bit_concat() {
+  constexpr auto a = kiln::input<"a", 2, kiln::bf16>();
+  constexpr auto b = kiln::input<"b", 2, kiln::bf16>();
+  auto f = kiln::compile(kiln::concat<1>(a, b));
+  const auto at = cases::randn({7, 33}, 311).as<kiln::bf16>(), bt = cases::randn({7, 5}, 312).as<kiln::bf16>();
+  ref::check_close(f(a = at, b = bt).cpu(), concat(ref::from(at.cpu()), ref::from(bt.cpu()), 1), 0, 0);
+}
+
+// Reverse mode by finite differences: concat (each operand), slice, and extract and insert as
+// what they are the derivatives of (a gradient of a gradient).
+inline void gradients() {
+  gradcheck::binary<2, 2>("concat<0>", [](auto a, auto b) { return kiln::tanh(kiln::concat<0>(a, b)); }, {3, 4}, {2, 4}, -1, 1);
+  gradcheck::binary<3, 3>("concat<2>", [](auto a, auto b) { return kiln::concat<2>(a * b, kiln::exp(b)); }, {2, 3, 4},
+                          {2, 3, 4}, -1, 1);
+  gradcheck::unary<3>("slice<1>", [](auto x) { return kiln::square(kiln::slice<1, 1, 3>(x)); }, {2, 5, 3}, -1, 1);
+  gradcheck::unary<2>("slice<1> of a product", [](auto x) { return kiln::slice<1, 2, 5>(kiln::matmul(x, kiln::transpose(x))); },
+                      {5, 3}, -1, 1);
+  // insert is slice's gradient, extract concat's: differentiate them too.
+  gradcheck::binary<2, 2>("insert", [](auto a, auto b) { return kiln::square(kiln::insert<0, 1>(a, b)) + b; }, {2, 3}, {5, 3},
+                          -1, 1);
+  gradcheck::binary<2, 2>("extract", [](auto a, auto b) { return kiln::exp(kiln::extract<1, 1>(a, b)) * b; }, {3, 6}, {3, 4},
+                          -1, 1);
+}
+
+}  // namespace axis_copy_cases
