@@ -40,6 +40,7 @@ class HostCache {
     static HostCache* cache = new HostCache;
     return *cache;
   }
+  ~HostCache() = delete;  // never destroyed, as above: a static HostCache object cannot compile
   // bytes rounded up to a whole number of kCachedFrom; std::bad_alloc when that wraps around
   // (no buffer of such a size can exist, so release() never sees one).
   static std::size_t rounded(std::size_t bytes) {
