@@ -70,3 +70,32 @@ TEST_CASE("Tensor's device: CPU by default; CUDA memory needs the CUDA runtime i
   CHECK_THROWS_WITH_AS(t.cuda(), doctest::Contains("no CUDA support"), kiln::DeviceError);
   CHECK_THROWS_AS(kiln::Tensor<float>({4}, kiln::Device::cuda()), kiln::DeviceError);
 }
+
+TEST_CASE("a size that overflows, or a negative extent, is refused before anything is allocated") {
+  const std::size_t big = std::size_t{1} << 40;
+  // 2^40 * 2^40 = 2^80 elements: the product wraps around 2^64.
+  CHECK_THROWS_WITH_AS(kiln::Tensor<float>({big, big}),
+                       "Tensor: shape [1099511627776, 1099511627776] has more elements than an index can address",
+                       kiln::ShapeError);
+  // 2^32 * 2^32 wraps to exactly 0: a tensor of that shape would have no storage at all.
+  CHECK_THROWS_AS(kiln::Tensor<float>({std::size_t{1} << 32, std::size_t{1} << 32}), kiln::ShapeError);
+  // 2^61 doubles: the element count fits, the byte count (2^64) does not.
+  CHECK_THROWS_AS(kiln::Tensor<double>({std::size_t{1} << 61}), kiln::ShapeError);
+  // A negative extent, as a signed count converted to std::size_t becomes, is named as negative.
+  const long rows = -3;
+  CHECK_THROWS_WITH_AS(kiln::Tensor<float>(std::vector<std::size_t>{static_cast<std::size_t>(rows), 4}),
+                       "Tensor: shape [-3, 4] has a negative extent", kiln::ShapeError);
+  // Zero extents count as 1 in the bound (every stride must stay addressable), so a zero does
+  // not hide an overflowing product of the others.
+  CHECK_THROWS_AS(kiln::Tensor<float>({big, big, 0}), kiln::ShapeError);
+  // Shape::numel itself is checked too.
+  kiln::Shape s{big, 2};
+  s[1] = big;
+  CHECK_THROWS_AS((void)s.numel(), kiln::ShapeError);
+  // The host cache's rounding up to whole MiB cannot wrap around either.
+  CHECK_THROWS_AS((void)kiln::detail::HostCache::rounded(~std::size_t{0} - 5), std::bad_alloc);
+  // Large but addressable shapes still work, and empty ones have no elements.
+  const kiln::Tensor<float> empty({0, big});
+  CHECK(empty.numel() == 0);
+  CHECK(kiln::Shape{3, 0, 5}.numel() == 0);
+}

@@ -77,3 +77,25 @@ TEST_CASE("bindings may come in any order") {
   auto p = f(a = at, b = bt), q = f(b = bt, a = at);
   for (std::size_t i = 0; i < 8; ++i) CHECK(p[i] == q[i]);
 }
+
+TEST_CASE("a result whose size overflows is a ShapeError naming the op, before any kernel runs") {
+  const std::size_t big = std::size_t{1} << 40;
+  // matmul [2^40, 0] x [0, 2^40]: empty operands, a [2^40, 2^40] product (2^80 elements).
+  constexpr auto a = kiln::input<"a", 2>();
+  constexpr auto b = kiln::input<"b", 2>();
+  auto mm = kiln::compile(kiln::matmul(a, b));
+  const kiln::Tensor<float> at({big, 0}), bt({0, big});
+  CHECK(message_of([&] { mm(a = at, b = bt); }) ==
+        "matmul: the result shape [1099511627776, 1099511627776] has more elements than an index can address");
+  // Broadcast [2^40, 1, 0] + [1, 2^40, 0]: no element anywhere, but the strides of the result
+  // (2^80 along the first axis, zeros counted as 1) cannot be addressed.
+  constexpr auto x = kiln::input<"x", 3>();
+  constexpr auto y = kiln::input<"y", 3>();
+  auto add = kiln::compile(x + y);
+  const kiln::Tensor<float> xt({big, 1, 0}), yt({1, big, 0});
+  CHECK(message_of([&] { add(x = xt, y = yt); }) ==
+        "add: the result shape [1099511627776, 1099511627776, 0] has more elements than an index can address");
+  // The compiled objects stay usable.
+  const kiln::Tensor<float> small_a = kiln::randn<float>({2, 3}, 1), small_b = kiln::randn<float>({3, 2}, 2);
+  CHECK(mm(a = small_a, b = small_b).shape() == kiln::Shape{2, 2});
+}

@@ -64,3 +64,62 @@ TEST_CASE("cross_entropy from labels matches the one-hot form and a float64 refe
   auto f = kiln::compile(from_labels);
   check("cross_entropy from labels", d1, numeric_gradient(zt, [&](const auto& v) { return f(z = v, labels64 = lt)[0]; }));
 }
+
+TEST_CASE("cross_entropy from labels treats infinite and NaN logits as PyTorch does") {
+  constexpr auto z = kiln::param<"z", 2>();
+  const auto loss = kiln::nn::cross_entropy(z, labels);
+  const auto [g] = kiln::grad(loss, z);
+  auto f = kiln::compile(kiln::outputs(loss, g));
+  auto e = kiln::eager(kiln::outputs(loss, g));
+  const float inf = std::numeric_limits<float>::infinity();
+  kiln::Tensor<float> zt({1, 4}), lt({1});
+  const float row[] = {0.5f, -inf, 2.0f, -1.0f};
+  for (std::size_t j = 0; j < 4; ++j) zt[j] = row[j];
+  // -inf in a column other than the label's: that class has probability 0; the loss is
+  // logsumexp over the finite logits minus the label's logit, and finite, as is the gradient
+  // (softmax - one_hot, with softmax 0 in the -inf column).
+  lt[0] = 2.0f;
+  const double lse = std::log(std::exp(0.5) + std::exp(2.0) + std::exp(-1.0));
+  const std::tuple<kiln::Tensor<float>, kiln::Tensor<float>> runs[] = {f(z = zt, labels = lt), e(z = zt, labels = lt)};
+  for (const auto& [l, d] : runs) {
+    CHECK(l[0] == doctest::Approx(lse - 2.0).epsilon(1e-6));
+    for (std::size_t j = 0; j < 4; ++j) CHECK(std::isfinite(d[j]));
+    CHECK(d[1] == 0.0f);
+    CHECK(d[2] == doctest::Approx(std::exp(2.0 - lse) - 1.0).epsilon(1e-5));
+  }
+  // -inf at the label: the label's probability is 0, the loss +inf.
+  lt[0] = 1.0f;
+  CHECK(std::get<0>(f(z = zt, labels = lt))[0] == inf);
+  CHECK(std::get<0>(e(z = zt, labels = lt))[0] == inf);
+  // NaN anywhere in the row: NaN, whatever the label.
+  zt[3] = std::nanf("");
+  lt[0] = 2.0f;
+  CHECK(std::isnan(std::get<0>(f(z = zt, labels = lt))[0]));
+  CHECK(std::isnan(std::get<0>(e(z = zt, labels = lt))[0]));
+}
+
+TEST_CASE("class labels are checked: out of range, negative, NaN or fractional labels raise ValueError naming the row") {
+  kiln::Tensor<float> lt({4});
+  const float good[] = {0, 3, 1, 2};
+  for (std::size_t i = 0; i < 4; ++i) lt[i] = good[i];
+  CHECK_NOTHROW(kiln::nn::check_labels(lt, 4));
+  const std::pair<float, const char*> bad[] = {
+      {4.0f, "cross_entropy: the label of row 2 is 4, not a class index in [0, 4)"},
+      {-1.0f, "cross_entropy: the label of row 2 is -1, not a class index in [0, 4)"},
+      {1.5f, "cross_entropy: the label of row 2 is 1.5, not a class index in [0, 4)"},
+      {std::nanf(""), "cross_entropy: the label of row 2 is nan, not a class index in [0, 4)"},
+      {std::numeric_limits<float>::infinity(), "cross_entropy: the label of row 2 is inf, not a class index in [0, 4)"},
+  };
+  for (const auto& [value, message] : bad) {
+    lt[2] = value;
+    CHECK_THROWS_WITH_AS(kiln::nn::check_labels(lt, 4), message, kiln::ValueError);
+  }
+  CHECK_THROWS_AS(kiln::nn::check_labels(lt, 4), std::invalid_argument);  // ValueError is an invalid_argument
+  // The shapes of a call: labels [B] against logits [B, C].
+  lt[2] = 1.0f;
+  const kiln::Tensor<float> logits({4, 4}), wrong({5, 4});
+  CHECK_NOTHROW(kiln::nn::check_labels(lt, logits));
+  CHECK_THROWS_WITH_AS(kiln::nn::check_labels(lt, wrong),
+                       "cross_entropy: labels [4] do not match logits [5, 4] (labels are [batch], logits [batch, classes])",
+                       kiln::ShapeError);
+}

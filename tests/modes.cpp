@@ -8,6 +8,7 @@
 #include <new>
 
 #include "reference.hpp"
+#include "scoped_cache_dir.hpp"
 
 // Counts every allocation in this test binary (replaces the global operator new).
 namespace {
@@ -69,8 +70,9 @@ void check_program(F& f, const Data& d) {
 TEST_CASE_TEMPLATE("every policy computes the same values", P, kiln::Default, kiln::ReduceOverhead,
                    kiln::MaxAutotune, kiln::MaxAutotuneNoCudaGraphs, kiln::Fused, kiln::CudaGraphs, kiln::Eager,
                    kiln::FullGraph) {
-  const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/kiln-test-modes";
-  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  // A fresh autotune cache per process: tests that ctest runs in parallel never share one.
+  const test_support::ScopedCacheDir cache("modes");
+  CHECK(kiln::runtime::cache_dir().filename().string() == "kiln-modes-" + std::to_string(::getpid()));
   auto f = kiln::compile<P>(program);
   const Data d(33);
   check_program(f, d);

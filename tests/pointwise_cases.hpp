@@ -6,15 +6,26 @@
 
 namespace pointwise_cases {
 
-// Odd extents, so SIMD loops run their remainders too.
-inline const kiln::Shape kShape{37, 53};
+// The shapes every unary case runs over: odd extents (SIMD loops run their remainders), one
+// element, one row and one column, rows of 64 (a multiple of every SIMD width, so no
+// remainder) and rows of 67 and 17 (not a multiple of 4, 8 or 16 lanes).
+inline const kiln::Shape kShapes[] = {{37, 53}, {1, 1}, {1, 67}, {67, 1}, {8, 64}, {3, 17}};
+
+// The operand shapes of every binary case: equal shapes, and broadcasts of a row, of a column,
+// and of a column against a row (an outer product's shape).
+struct ShapePair {
+  kiln::Shape a, b;
+};
+inline const ShapePair kShapePairs[] = {{{37, 53}, {37, 53}}, {{1, 1}, {1, 1}},   {{1, 67}, {1, 67}},
+                                        {{3, 17}, {1, 17}},   {{8, 64}, {8, 1}},  {{5, 1}, {1, 67}},
+                                        {{1, 1}, {7, 19}}};
 
 // Where the inputs live, and so where the kernels run: the switch every shared case file uses.
 using cases::device;
 
 template <class T>
-kiln::Tensor<T> uniform(double lo, double hi, std::uint64_t seed) {
-  return kiln::rand<T>(kShape, seed, static_cast<T>(lo), static_cast<T>(hi)).to(device());
+kiln::Tensor<T> uniform(const kiln::Shape& shape, double lo, double hi, std::uint64_t seed) {
+  return kiln::rand<T>(shape, seed, static_cast<T>(lo), static_cast<T>(hi)).to(device());
 }
 
 template <class T, class Build, class RefFn>
@@ -23,12 +34,15 @@ void unary(const char* name, Build build, RefFn reference, double lo, double hi,
   constexpr auto y = build(x);
   auto f = kiln::compile(y);
   auto e = kiln::eager(y);
-  const auto xt = uniform<T>(lo, hi, 11);
-  const auto want = ref::map(ref::from(xt.cpu()), reference);
   INFO("op: " << name);
   CHECK(f.kernel_count() == 1);
-  ref::check_close(f(x = xt).cpu(), want, rtol);
-  ref::check_close(e(x = xt).cpu(), want, rtol);
+  for (const kiln::Shape& shape : kShapes) {
+    INFO("shape " << shape.str());
+    const auto xt = uniform<T>(shape, lo, hi, 11);
+    const auto want = ref::map(ref::from(xt.cpu()), reference);
+    ref::check_close(f(x = xt).cpu(), want, rtol);  // the shape too
+    ref::check_close(e(x = xt).cpu(), want, rtol);
+  }
 }
 
 template <class T, class Build, class RefFn>
@@ -38,11 +52,14 @@ void binary(const char* name, Build build, RefFn reference, double lo, double hi
   constexpr auto y = build(a, b);
   auto f = kiln::compile(y);
   auto e = kiln::eager(y);
-  const auto at = uniform<T>(lo, hi, 21), bt = uniform<T>(lo, hi, 22);
-  const auto want = ref::zip(ref::from(at.cpu()), ref::from(bt.cpu()), reference);
   INFO("op: " << name);
-  ref::check_close(f(a = at, b = bt).cpu(), want, rtol);
-  ref::check_close(e(a = at, b = bt).cpu(), want, rtol);
+  for (const auto& [sa, sb] : kShapePairs) {
+    INFO("shapes " << sa.str() << " and " << sb.str());
+    const auto at = uniform<T>(sa, lo, hi, 21), bt = uniform<T>(sb, lo, hi, 22);
+    const auto want = ref::zip(ref::from(at.cpu()), ref::from(bt.cpu()), reference);
+    ref::check_close(f(a = at, b = bt).cpu(), want, rtol);  // the shape too
+    ref::check_close(e(a = at, b = bt).cpu(), want, rtol);
+  }
 }
 
 template <class T>

@@ -1,4 +1,12 @@
 // Regression tests for defects found in review: each case failed before its fix.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <type_traits>
+
 #include "reference.hpp"
 
 TEST_CASE("an earlier stage recomputes a value a later stage caches") {
@@ -107,15 +115,26 @@ TEST_CASE("row reductions give the same results on short rows (a plain loop) and
 // A tensor with static storage, constructed before kiln's host-memory cache (so destroyed after
 // it, at exit) and large enough (1 MiB and more) to be returned to that cache: freeing it at
 // exit used the destroyed cache (a use-after-free found by AddressSanitizer in bench_gpu,
-// whose drawn inputs live in a function-static map). The cache is now never destroyed. The same
-// pattern as a standalone program built with -fsanitize=address: heap-use-after-free at exit
-// before the fix, clean after (a plain build may not notice; this case keeps the pattern run).
+// whose drawn inputs live in a function-static map). The cache is now never destroyed.
+//
+// Checked without a sanitizer in two ways: the cache's type has no destructor (a function-local
+// static cache, as before the fix, needs one, so the first check failed then), and a child
+// process (fork) runs exit with the pattern in place and must end cleanly.
 namespace {
 std::map<int, kiln::Tensor<float>> static_tensors;  // constructed before main, so before the cache
 }  // namespace
 
 TEST_CASE("a tensor with static storage is freed at exit after kiln's host cache") {
+  CHECK_FALSE(std::is_destructible_v<kiln::detail::HostCache>);
   { const auto freed = kiln::randn<float>({1024, 1024}, 3); }  // the cache now holds a free list
   static_tensors.emplace(0, kiln::randn<float>({1024, 1024}, 7));
-  CHECK(static_tensors.at(0).numel() == 1024 * 1024);
+  REQUIRE(static_tensors.at(0).numel() == 1024 * 1024);
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) std::exit(0);  // static destructors run, static_tensors' among them
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK_MESSAGE(WIFEXITED(status), "the child was killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 0);
 }

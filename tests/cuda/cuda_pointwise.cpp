@@ -1,6 +1,7 @@
 // Every pointwise op on the GPU, compiled and eager, f32 and f64, against the float64 reference:
-// the CPU suite's cases (pointwise_cases.hpp) with the inputs on the device. 37 x 53 inputs,
-// so the kernels take their element (not 16-byte) path; cuda_dtypes covers the vector path.
+// the CPU suite's cases (pointwise_cases.hpp) with the inputs on the device, over the shapes
+// listed there (odd extents, single elements, rows and columns, broadcasts); cuda_dtypes
+// covers the 16-byte vector path.
 #include "../pointwise_cases.hpp"
 
 using cases::OnGpu;

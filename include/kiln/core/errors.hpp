@@ -17,4 +17,10 @@ struct BindingError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A value outside what an op accepts, found on the host before any kernel runs, e.g.
+// "cross_entropy: the label of row 2 is 4, not a class index in [0, 4)".
+struct ValueError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 }  // namespace kiln

@@ -72,12 +72,18 @@ KILN_HOST_DEVICE KILN_INLINE float round_nearest(float t) {
 // Cephes' degree-6 polynomial (relative error about 1 ulp). 2^n is applied by adding n to the
 // exponent field, exact while the result is a normal float: above 88.72 the result is +inf,
 // below -87 it is flushed to 0 (e^-87 = 1.6e-38 borders the subnormals). NaN stays NaN.
+// Defined for every input: n comes from x clamped to [-87, 88.7228] (NaN lands on the upper
+// end, as comparisons with NaN are false), so n is a whole number in [-126, 128] and its
+// conversion to int is exact; the exponent is added in unsigned arithmetic, which wraps where
+// signed addition would overflow (x above about 89.4, or infinite: then y is large and the sum
+// is discarded by the selects at the end). Selects only, so the SIMD loop shape is kept.
 KILN_HOST_DEVICE KILN_INLINE float exp_sum(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return ::expf(a + b);
 #endif
   const float x = a + b;
-  const float n = round_nearest((x > 88.7228f ? 88.7228f : (x < -87.0f ? -87.0f : x)) * 1.44269504088896341f);
+  const float xc = x < 88.7228f ? (x > -87.0f ? x : -87.0f) : 88.7228f;
+  const float n = round_nearest(xc * 1.44269504088896341f);
   float r = a - n * 0.693359375f;
   r = r - n * -2.12194440e-4f + b;
   const float z = r * r;
@@ -88,9 +94,11 @@ KILN_HOST_DEVICE KILN_INLINE float exp_sum(float a, float b) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * z + r + 1.0f;
-  y = std::bit_cast<float>(std::bit_cast<std::int32_t>(y) + (static_cast<std::int32_t>(n) << 23));
+  const std::uint32_t scale = static_cast<std::uint32_t>(static_cast<std::int32_t>(n)) << 23;  // n * 2^23 mod 2^32
+  y = std::bit_cast<float>(std::bit_cast<std::uint32_t>(y) + scale);
   y = x < -87.0f ? 0.0f : y;
-  return x > 88.7228f ? std::numeric_limits<float>::infinity() : y;
+  y = x > 88.7228f ? std::numeric_limits<float>::infinity() : y;
+  return x == x ? y : x;  // NaN in, NaN out
 }
 
 // e^x. On the device, for a 16-bit result: 2^(x log2 e) by ex2.approx, whose error and the
@@ -284,7 +292,10 @@ KILN_HOST_DEVICE KILN_INLINE float pow(float x, float y) {
   float r = exp(y * log(ax));
   const float yi = round_nearest(y);
   const bool integral = yi == y;
-  const bool odd = integral && (static_cast<std::int32_t>(yi) & 1);
+  // Every float of magnitude 2^24 or more (and inf) is even: only smaller ones are converted to
+  // int, so the conversion is always defined.
+  const float ayi = yi < 0.0f ? -yi : yi;
+  const bool odd = integral && (static_cast<std::int32_t>(ayi < 16777216.0f ? yi : 0.0f) & 1);
   r = (x < 0.0f && odd) ? -r : r;
   r = (x < 0.0f && !integral) ? std::numeric_limits<float>::quiet_NaN() : r;
   return y == 0.0f ? 1.0f : r;

@@ -40,7 +40,14 @@ class HostCache {
     static HostCache* cache = new HostCache;
     return *cache;
   }
-  static std::size_t rounded(std::size_t bytes) { return (bytes + kCachedFrom - 1) / kCachedFrom * kCachedFrom; }
+  ~HostCache() = delete;  // never destroyed, as above: a static HostCache object cannot compile
+  // bytes rounded up to a whole number of kCachedFrom; std::bad_alloc when that wraps around
+  // (no buffer of such a size can exist, so release() never sees one).
+  static std::size_t rounded(std::size_t bytes) {
+    std::size_t sum = 0;
+    if (__builtin_add_overflow(bytes, kCachedFrom - 1, &sum)) throw std::bad_alloc();
+    return sum / kCachedFrom * kCachedFrom;
+  }
   void* allocate(std::size_t bytes) {
     const std::size_t size = rounded(bytes);
     {
@@ -91,7 +98,20 @@ struct AlignedDelete {
 };
 template <class T>
 T* aligned_new(std::size_t n) {
-  return static_cast<T*>(aligned_alloc_bytes(n * sizeof(T)));
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(n, sizeof(T), &bytes)) throw std::bad_array_new_length();
+  return static_cast<T*>(aligned_alloc_bytes(bytes));
+}
+
+// The storage a tensor of `shape` needs, in bytes: numel * element_size, after checking that
+// the shape keeps kiln's bound on sizes (shape.hpp), which also keeps this product below 2^62.
+// ShapeError "Tensor: shape [..] has ..." otherwise, before anything is allocated.
+inline std::size_t tensor_bytes(const Shape& shape, std::size_t element_size) {
+  shape.require_addressable("Tensor: shape");
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(shape.numel(), element_size, &bytes))
+    throw ShapeError("Tensor: shape " + shape.str() + " has more bytes than an index can address");
+  return bytes;
 }
 }  // namespace detail
 
@@ -103,8 +123,10 @@ class Tensor {
   using value_type = T;
 
   Tensor() = default;
+  // The shape is checked (ShapeError for a negative extent, or a size past kMaxElements)
+  // before anything is allocated.
   explicit Tensor(const Shape& shape, Device device = Device::cpu())
-      : shape_(shape), data_(allocate(shape.numel(), device), detail::AlignedDelete{shape.numel() * sizeof(T), device}) {}
+      : Tensor(shape, detail::tensor_bytes(shape, sizeof(T)), device) {}
   Tensor(std::initializer_list<std::size_t> dims) : Tensor(Shape(dims)) {}
   explicit Tensor(const std::vector<std::size_t>& dims) : Tensor(Shape(dims)) {}
 
@@ -145,7 +167,7 @@ class Tensor {
     return t;
   }
   int rank() const { return shape_.rank(); }
-  std::size_t numel() const { return data_ ? shape_.numel() : 0; }
+  std::size_t numel() const { return data_ ? numel_ : 0; }
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
 
@@ -168,9 +190,12 @@ class Tensor {
   }
 
  private:
-  static T* allocate(std::size_t n, Device device) {
-    if (!device.is_cuda()) return detail::aligned_new<T>(n);
-    return static_cast<T*>(detail::cuda_hooks_or_throw("kiln::Tensor on cuda").allocate(n * sizeof(T), device.index));
+  // bytes = numel * sizeof(T), already checked by detail::tensor_bytes.
+  Tensor(const Shape& shape, std::size_t bytes, Device device)
+      : shape_(shape), numel_(bytes / sizeof(T)), data_(allocate(bytes, device), detail::AlignedDelete{bytes, device}) {}
+  static T* allocate(std::size_t bytes, Device device) {
+    if (!device.is_cuda()) return static_cast<T*>(detail::aligned_alloc_bytes(bytes));
+    return static_cast<T*>(detail::cuda_hooks_or_throw("kiln::Tensor on cuda").allocate(bytes, device.index));
   }
   static void copy_bytes(void* dst, const void* src, std::size_t bytes, int kind) {
     if (bytes > 0) detail::cuda_hooks_or_throw("kiln::Tensor copy to or from cuda").copy(dst, src, bytes, kind);
@@ -186,6 +211,7 @@ class Tensor {
     return off;
   }
   Shape shape_;
+  std::size_t numel_ = 0;  // shape_.numel(), computed (and checked) once
   std::unique_ptr<T[], detail::AlignedDelete> data_;
 };
 

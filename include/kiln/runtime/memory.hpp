@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "kiln/core/errors.hpp"
+
 namespace kiln::runtime {
 
 struct ArenaRequest {
@@ -15,6 +17,16 @@ struct ArenaRequest {
 };
 
 inline constexpr std::size_t kArenaAlignment = 64;
+
+// a + b, or a ShapeError when the sum wraps around: each buffer is below 2^62 bytes (the bound
+// on sizes in shape.hpp), but an arena holds many.
+inline std::size_t arena_add(std::size_t a, std::size_t b) {
+  std::size_t s = 0;
+  if (__builtin_add_overflow(a, b, &s)) throw ShapeError("memory plan: the arena needs more bytes than an index can address");
+  return s;
+}
+// bytes rounded up to kArenaAlignment.
+inline std::size_t arena_size(std::size_t bytes) { return arena_add(bytes, kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 // First fit by start time: each buffer takes the lowest offset that does not overlap a buffer
 // alive at the same time. Returns the arena size.
@@ -28,20 +40,20 @@ inline std::size_t plan_memory(std::vector<ArenaRequest>& reqs) {
   std::size_t total = 0;
   for (std::size_t i : order) {
     ArenaRequest& r = reqs[i];
-    const std::size_t size = (r.bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    const std::size_t size = arena_size(r.bytes);
     std::vector<std::pair<std::size_t, std::size_t>> busy;  // [begin, end) of live buffers
     for (std::size_t j : placed) {
       const ArenaRequest& q = reqs[j];
-      if (q.first <= r.last && r.first <= q.last) busy.emplace_back(q.offset, q.offset + (q.bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
+      if (q.first <= r.last && r.first <= q.last) busy.emplace_back(q.offset, arena_add(q.offset, arena_size(q.bytes)));
     }
     std::sort(busy.begin(), busy.end());
     std::size_t offset = 0;
     for (auto [b, e] : busy) {
-      if (offset + size <= b) break;
+      if (offset <= b && size <= b - offset) break;  // offset + size <= b, without wrapping
       offset = std::max(offset, e);
     }
     r.offset = offset;
-    total = std::max(total, offset + size);
+    total = std::max(total, arena_add(offset, size));
     placed.push_back(i);
   }
   return total;

@@ -17,6 +17,9 @@ struct Face {
   index_t strides[kMaxRank] = {};
 };
 
+// Row-major strides. Every shape reaching here keeps kiln's bound on sizes (shape.hpp: input
+// tensors are checked when constructed, inferred shapes by infer_shape), so the running
+// product, at most the product of the extents with zeros counted as 1, fits in index_t.
 inline void contiguous_strides(const Shape& s, index_t* st) {
   index_t acc = 1;
   for (int d = s.rank() - 1; d >= 0; --d) {
@@ -83,7 +86,8 @@ inline Shape reshape_shape(const NodeParams& p, const Shape& in) {
       throw ShapeError("reshape: extents must be >= 0 with at most one -1, got " + target);
     } else {
       out[d] = static_cast<std::size_t>(p.dims[d]);
-      known *= out[d];
+      if (__builtin_mul_overflow(known, out[d], &known) || known > kMaxElements)
+        throw ShapeError("reshape: the target " + target + " has more elements than an index can address");
     }
   }
   if (infer >= 0) {
@@ -167,8 +171,8 @@ inline Shape axis_copy_shape(const graph::NodeInfo& n, const std::vector<Shape>&
   return axis_copy_layout(n, shapes).out;
 }
 
-// Shape of node i from its operands' shapes.
-inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
+// Shape of node i from its operands' shapes, before the size check below.
+inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
   const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
   switch (n.kind) {
     case NodeKind::Constant:  // a constant, or a count of an operand's elements
@@ -209,6 +213,15 @@ inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& sha
       break;
   }
   return Shape{};
+}
+
+// Shape of node i from its operands' shapes. A result that breaks kiln's bound on sizes (a
+// broadcast or a matmul of addressable operands can give 2^80 elements) is a ShapeError naming
+// the op, raised here, before any buffer is sized or any kernel runs.
+inline Shape infer_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
+  Shape s = infer_shape_unchecked(n, shapes, p);
+  if (s.size_problem()) s.require_addressable((std::string(n.name) + ": the result shape").c_str());
+  return s;
 }
 
 // Strides of a load of a value (shape `v`, face `f`) evaluated in space `p`, relative to the
