@@ -253,8 +253,8 @@ KILN_HOST_DEVICE inline double sqrt(double x) { return std::sqrt(x); }
 // |x| <= 4 sqrt 2 (beyond, Phi is 0 or 1 in float), P's coefficients erf's p_k / (2^k 2 sqrt 2)
 // (P(0) = 1/sqrt(2 pi)), Q's q_k / 2^k. The same function as 1/2 + erf(x / sqrt 2) / 2 in exact
 // arithmetic, two instructions fewer on the device (no scaling of x, no multiply by 1/2 and a
-// clamp of two, less the max below; W1's SASS: 29 instructions a bf16 value where it had 31):
-// gelu's epilogues and W1 run it per element. Its absolute error is below 3e-7
+// clamp of two, less the max below; in SASS a bf16 gelu took 29 instructions a value where it had 31):
+// exact gelu runs it per element, in GEMM epilogues and pointwise kernels. Its absolute error is below 3e-7
 // (relative accuracy fades where Phi is tiny, x < -3). Double: erfc(-x / sqrt 2) / 2, accurate
 // to an ulp everywhere.
 KILN_HOST_DEVICE KILN_INLINE float normal_cdf(float x) {
