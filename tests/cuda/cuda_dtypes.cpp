@@ -112,22 +112,23 @@ TEST_CASE("chained small products: the second overlaps the first only where that
   for (int rep = 0; rep < 3; ++rep) ref::check_close(chained(a = at, p = pt, q = qt).cpu(), want, 1e-4, 1e-4);
 }
 
-// Which epilogue trees cuBLASLt takes (checked where the tests are compiled, CI included).
+// Which epilogue trees cuBLASLt takes: the device-neutral recipe (lower/epilogue.hpp) mapped to
+// cuBLASLt's epilogues (checked where the tests are compiled, CI included).
 namespace lt_patterns {
 using kiln::lower::LLoad;
 using kiln::lower::LOp;
 template <class Tree, int Acc>
-constexpr cublasLtEpilogue_t kind = kiln::cuda::lt_epilogue_of<Tree, Acc>::kind;
+constexpr cublasLtEpilogue_t kind = kiln::cuda::lt_epilogue(kiln::lower::epilogue_recipe<Tree, Acc>::kind);
 static_assert(kind<LOp<kiln::Add, LLoad<0>, LLoad<1>>, 0> == CUBLASLT_EPILOGUE_BIAS);
 static_assert(kind<LOp<kiln::Add, LLoad<1>, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_BIAS);
-static_assert(kiln::cuda::lt_epilogue_of<LOp<kiln::Add, LLoad<1>, LLoad<0>>, 0>::bias == 1);
+static_assert(kiln::lower::epilogue_recipe<LOp<kiln::Add, LLoad<1>, LLoad<0>>, 0>::operand == 1);
 static_assert(kind<LOp<kiln::Relu, LOp<kiln::Add, LLoad<0>, LLoad<2>>>, 0> == CUBLASLT_EPILOGUE_RELU_BIAS);
 static_assert(kind<LOp<kiln::Add, LLoad<0>, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);  // acc + acc
 static_assert(kind<LOp<kiln::Mul, LLoad<0>, LLoad<1>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
 static_assert(kind<LOp<kiln::Gelu, LOp<kiln::Add, LLoad<0>, LLoad<1>>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);  // exact gelu
 static_assert(kind<LOp<kiln::Relu, LLoad<0>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
 static_assert(kind<LOp<kiln::GeluTanh, LOp<kiln::Add, LLoad<1>, LLoad<0>>>, 0> == CUBLASLT_EPILOGUE_GELU_BIAS);
-static_assert(kiln::cuda::lt_epilogue_of<LOp<kiln::GeluTanh, LOp<kiln::Add, LLoad<1>, LLoad<0>>>, 0>::bias == 1);
+static_assert(kiln::lower::epilogue_recipe<LOp<kiln::GeluTanh, LOp<kiln::Add, LLoad<1>, LLoad<0>>>, 0>::operand == 1);
 static_assert(kind<LOp<kiln::Sigmoid, LOp<kiln::Add, LLoad<0>, LLoad<1>>>, 0> == CUBLASLT_EPILOGUE_DEFAULT);
 }  // namespace lt_patterns
 
@@ -214,7 +215,7 @@ void tc_gemm_case(std::size_t m, std::size_t n, std::size_t k, int shape) {
   const auto xt = dtype_cases::randn_on<S>({m, k}, m + k, dev), wt = dtype_cases::randn_on<S>({k, n}, n + k, dev, 0.1);
   const auto bt = dtype_cases::randn_on<S>({n}, n, dev);
   kiln::Tensor<S> out({m, n}, dev);
-  kiln::cpu::GemmArgs<S, Desc::nloads, 0> g;
+  kiln::lower::GemmArgs<S, Desc::nloads, 0> g;
   g.a = {xt.data(), 0, static_cast<kiln::index_t>(k), 1};
   g.b = {wt.data(), 0, static_cast<kiln::index_t>(n), 1};
   g.acc = out.data();
