@@ -10,8 +10,6 @@
 #include <tuple>
 #include <utility>
 
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/range.hpp>
 
 #include "kiln/graph/graph.hpp"
 #include "kiln/lower/evaluator.hpp"
@@ -23,11 +21,13 @@ using schedule::Group;
 using schedule::KernelKind;
 using schedule::kMaxStages;
 
-// Calls f(hana::int_c<I>) for I in [0, N): a compile-time loop, e.g. over a program's kernels
-// (inside f, `decltype(i)::value` is a constant expression).
+// Calls f(std::integral_constant<int, I>{}) for I in [0, N) in order: a compile-time loop, e.g.
+// over a program's kernels (inside f, `decltype(i)::value` is a constant expression). A fold
+// over an index sequence: Boost.Hana's for_each over a range did the same at more compile time
+// (docs/architecture.md, "Plain C++20 rather than Boost.Hana").
 template <int N, class F>
 constexpr void for_each_index(F&& f) {
-  if constexpr (N > 0) boost::hana::for_each(boost::hana::make_range(boost::hana::int_c<0>, boost::hana::int_c<N>), f);
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(std::make_integer_sequence<int, N>{});
 }
 
 enum class LowerCase : std::uint8_t { Load, Constant, Stage, Op };
