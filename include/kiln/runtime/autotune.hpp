@@ -4,9 +4,21 @@
 //
 // A file that is missing is tuned and written; one that is truncated, corrupt or written for
 // another key (a hash collision, another machine's copy) is ignored with a warning and
-// rewritten. Writes go to a temporary file that is renamed over the target, so concurrent
-// processes never see half a file.
+// rewritten. So is an entry that is not a regular file (a FIFO, a device, a link to one) or is
+// larger than kAutotuneFileLimit: it is never opened, so a read neither blocks nor allocates
+// more than the limit. Writes go to a temporary file that is renamed over the target, so
+// concurrent processes never see half a file. Neither load nor store throws: a failure is a
+// warning and a choice tuned again (load) or not kept (store).
 #pragma once
+#if defined(__unix__) || defined(__APPLE__)
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define KILN_AUTOTUNE_POSIX 1
+#else
+#define KILN_AUTOTUNE_POSIX 0
+#endif
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +93,9 @@ inline std::string encode_body(const std::string& key, const TuneRecord& r) {
   return s.str();
 }
 
+// The largest cache file read: a valid one is a few hundred bytes.
+inline constexpr std::uintmax_t kAutotuneFileLimit = std::uintmax_t{1} << 20;
+
 class AutotuneCache {
  public:
   explicit AutotuneCache(fs::path dir = cache_dir()) : dir_(std::move(dir)) {}
@@ -88,15 +103,102 @@ class AutotuneCache {
   fs::path path_for(const std::string& key) const { return dir_ / (hex(fnv1a(key)) + ".tune"); }
 
   // The stored choice for key, or nothing (missing: silently; unusable: with a warning).
-  std::optional<TuneRecord> load(const std::string& key) const {
-    const fs::path p = path_for(key);
+  std::optional<TuneRecord> load(const std::string& key) const noexcept {
+    try {
+      return load_checked(key);
+    } catch (const std::exception& e) {
+      quiet_warn("cannot read the autotune cache; the kernel is tuned again", e.what());
+    } catch (...) {
+      quiet_warn("cannot read the autotune cache; the kernel is tuned again", "unknown error");
+    }
+    return std::nullopt;
+  }
+
+  // Writes atomically: a temporary file in the same folder, renamed over the target (a FIFO,
+  // a link or an oversized file there is replaced, not written through).
+  void store(const std::string& key, const TuneRecord& r) const noexcept {
+    try {
+      store_checked(key, r);
+    } catch (const std::exception& e) {
+      quiet_warn("cannot write the autotune cache; the choice is kept for this process only", e.what());
+    } catch (...) {
+      quiet_warn("cannot write the autotune cache; the choice is kept for this process only", "unknown error");
+    }
+  }
+
+ private:
+  // A warning that allocates nothing (for a failed allocation).
+  static void quiet_warn(const char* what, const char* why) noexcept { std::fprintf(stderr, "kiln: %s (%s)\n", what, why); }
+
+  // The file's bytes, at most kAutotuneFileLimit of them, or nothing with the reason in why.
+  static std::optional<std::string> read_small_regular_file(const fs::path& p, std::string& why) {
+#if KILN_AUTOTUNE_POSIX
+    // O_NONBLOCK: a FIFO put there between the check and the open does not block the open.
+    const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      why = "cannot be opened";
+      return std::nullopt;
+    }
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      why = "not a regular file";
+      return std::nullopt;
+    }
+    if (static_cast<std::uintmax_t>(st.st_size) > kAutotuneFileLimit) {
+      why = "larger than 1 MiB";
+      return std::nullopt;
+    }
+    std::string text(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < text.size()) {
+      const ::ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n < 0) {
+        why = "read error";
+        return std::nullopt;
+      }
+      if (n == 0) break;  // shrunk since fstat
+      got += static_cast<std::size_t>(n);
+    }
+    text.resize(got);
+    return text;
+#else
     std::ifstream f(p, std::ios::binary);
-    if (!f) return std::nullopt;
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const auto bad = [&](const char* why) {
+    if (!f) {
+      why = "cannot be opened";
+      return std::nullopt;
+    }
+    std::string text(static_cast<std::size_t>(kAutotuneFileLimit), '\0');
+    f.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(f.gcount()));
+    return text;
+#endif
+  }
+
+  std::optional<TuneRecord> load_checked(const std::string& key) const {
+    const fs::path p = path_for(key);
+    const auto bad = [&](const std::string& why) {
       warn("ignoring autotune cache file " + p.string() + " (" + why + "); it will be tuned again and rewritten");
       return std::nullopt;
     };
+    // Examined before it is opened: only a regular file (a link to one included) below the
+    // size limit is read.
+    std::error_code ec;
+    const fs::file_status status = fs::status(p, ec);
+    if (status.type() == fs::file_type::not_found) return std::nullopt;
+    if (ec) return bad("cannot be examined: " + ec.message());
+    if (!fs::is_regular_file(status)) return bad("not a regular file");
+    const std::uintmax_t size = fs::file_size(p, ec);
+    if (ec) return bad("cannot be examined: " + ec.message());
+    if (size > kAutotuneFileLimit) return bad("larger than 1 MiB");
+    std::string why;
+    const std::optional<std::string> read = read_small_regular_file(p, why);
+    if (!read) return bad(why);
+    const std::string& text = *read;
+    if (text.empty()) return bad("empty");
     const std::size_t check = text.rfind("check ");
     if (check == std::string::npos || text.back() != '\n') return bad("truncated");
     const std::string body = text.substr(0, check);
@@ -117,8 +219,7 @@ class AutotuneCache {
     return r;
   }
 
-  // Writes atomically: a temporary file in the same folder, renamed over the target.
-  void store(const std::string& key, const TuneRecord& r) const {
+  void store_checked(const std::string& key, const TuneRecord& r) const {
     std::error_code ec;
     fs::create_directories(dir_, ec);
     if (ec) {
@@ -145,7 +246,6 @@ class AutotuneCache {
     }
   }
 
- private:
   fs::path dir_;
 };
 

@@ -5,12 +5,19 @@
 // outputs and hands the plan to the executor of the tensors' device (runtime/cpu_executor.hpp,
 // runtime/cuda_executor.hpp).
 //
-// A Compiled object is not reentrant: it keeps the plans and arenas of its call shapes.
-// Use one per thread.
+// Threads: a Compiled object keeps the plans and arenas of its call shapes, so its calls are
+// serialised by a mutex of its own (held from the plan lookup to the last kernel; binding and
+// the binding checks run before it is taken). One object called from several threads is safe
+// and runs one call at a time; several objects, one per thread, run in parallel and share no
+// lock. A single-threaded caller pays one uncontended lock per call. The mutex is held through
+// a std::unique_ptr, so the object stays movable; a moved-from object must not be called
+// (BindingError). A program with graph breaks locks each compiled segment for its own call;
+// its host callbacks run outside the locks.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -47,7 +54,9 @@ class Compiled {
   template <class... Bs>
   auto operator()(const Bs&... bs) {
     Bind::template check_bindings<Bs...>();
-    return run_bound(Bind::template bind<KILN_WITH_CUDA>(bs...));
+    const In in = Bind::template bind<KILN_WITH_CUDA>(bs...);
+    const std::lock_guard<std::mutex> lock(mutex());
+    return run_bound(in);
   }
 
   // As operator(), ignoring bindings of symbols this program does not use: how the segments
@@ -55,7 +64,9 @@ class Compiled {
   template <class... Bs>
   auto call_subset(const Bs&... bs) {
     Bind::template check_all_bound<Bs...>(std::make_integer_sequence<int, kSymbols>{});
-    return run_bound(Bind::template bind<KILN_WITH_CUDA>(bs...));
+    const In in = Bind::template bind<KILN_WITH_CUDA>(bs...);
+    const std::lock_guard<std::mutex> lock(mutex());
+    return run_bound(in);
   }
 
   // Runs the program into tensors the caller owns: f.into(out, x = xt) or, for several
@@ -71,6 +82,7 @@ class Compiled {
                   "excepted (use std::tie for several)");
     check_output_types(targets, std::make_index_sequence<kReturned>{});
     const In in = Bind::template bind<KILN_WITH_CUDA>(bs...);
+    const std::lock_guard<std::mutex> lock(mutex());
     Entry& e = entry_for(in);
     Bind::check_assigns(e.plan.shapes, in);
     Ptrs ptr{};
@@ -111,24 +123,30 @@ class Compiled {
   // The plan; after a call, also each kernel's traffic and operation count for the last input
   // shapes and, under MaxAutotune, the chosen launch configuration and each candidate's time.
   std::string explain() const {
+    const std::lock_guard<std::mutex> lock(mutex());
     std::string s = runtime::explain<program>(std::string(Policy::fuse ? "fused" : "unfused") + ", " + Policy::mode_name +
                                               ", " + Policy::backend_name);
-    if (const Plan* st = last_plan()) s += explain_shapes<facts>(*st, saved_bytes());
+    if (const Plan* st = last_plan()) s += explain_shapes<facts>(*st, saved_bytes_unlocked());
     return s;
   }
 
-  const AutotuneStats& autotune_stats() const { return stats_; }
+  AutotuneStats autotune_stats() const {
+    const std::lock_guard<std::mutex> lock(mutex());
+    return stats_;
+  }
 
 #if KILN_WITH_CUDA
   // CUDA graphs of persistent policies, over every shape signature kept: how many were
   // captured (first captures and re-captures for new tensor addresses) and how many calls
   // replayed one.
   long graph_captures() const {
+    const std::lock_guard<std::mutex> lock(mutex());
     long n = 0;
     for (const auto& e : entries_) n += e->cuda.graphs ? e->cuda.graphs->captures() : 0;
     return n;
   }
   long graph_replays() const {
+    const std::lock_guard<std::mutex> lock(mutex());
     long n = 0;
     for (const auto& e : entries_) n += e->cuda.graphs ? e->cuda.graphs->replays() : 0;
     return n;
@@ -139,6 +157,7 @@ class Compiled {
   // synchronisation added), and explain() shows each kernel's mean time per call, its share
   // and its bandwidth, for the current input shapes. Turning it on clears earlier figures.
   void profile(bool on = true) {
+    const std::lock_guard<std::mutex> lock(mutex());
     profiling_ = on;
     if (on)
       for (auto& e : entries_) e->plan.profile_ms = {}, e->plan.profiled_calls = 0;
@@ -147,6 +166,7 @@ class Compiled {
   // Bytes of the intermediate values of one call for the last input shapes (the arena planned
   // by liveness; outputs and inputs not counted). 0 before the first call.
   std::size_t intermediate_bytes() const {
+    const std::lock_guard<std::mutex> lock(mutex());
     const Plan* st = last_plan();
     return st ? st->arena_bytes : 0;
   }
@@ -158,6 +178,12 @@ class Compiled {
   // log-softmax's result, not its pieces); intermediates fused into their consumers are never
   // stored at all.
   std::size_t saved_bytes() const {
+    const std::lock_guard<std::mutex> lock(mutex());
+    return saved_bytes_unlocked();
+  }
+
+ private:
+  std::size_t saved_bytes_unlocked() const {
     const Plan* st = last_plan();
     if (!st) return 0;
     std::size_t b = 0;
@@ -165,7 +191,6 @@ class Compiled {
     return b;
   }
 
- private:
   static constexpr int kSymbols = facts::kSymbols;
   static constexpr int kReturned = facts::kReturned;
   static constexpr std::size_t kMaxPlans = 8;  // persistent policies: shape signatures kept
@@ -267,6 +292,13 @@ class Compiled {
     CpuExec::run(e.plan, e.cpu, in, ptr, profiling_, stats_);
   }
 
+  // The lock of this object's calls and of its observers (explain, statistics).
+  std::mutex& mutex() const {
+    if (!mutex_) throw BindingError("kiln: this compiled object was moved from; call the object it was moved to");
+    return *mutex_;
+  }
+
+  std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
   std::vector<NodeParams> params_;
   std::vector<std::unique_ptr<Entry>> entries_;  // most recent first
   bool profiling_ = false;

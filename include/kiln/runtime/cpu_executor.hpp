@@ -2,7 +2,14 @@
 // plan (persistent policies: ReduceOverhead, MaxAutotune, CudaGraphs); kernels run in plan
 // order on the calling thread's OpenMP team. Under MaxAutotune the first call times each
 // kernel's launch candidates on its own data and keeps the fastest (cached on disk).
+//
+// A call throws only before its first kernel: the arena and every workspace are allocated
+// before it (workspaces when the plan is built), and MaxAutotune reads the on-disk cache for
+// every kernel before it too. Tuning a kernel that the cache did not answer runs between
+// kernels; it catches its own failures (an allocation, a cache write) and then runs the kernel
+// with Default's configuration.
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -71,6 +78,11 @@ class CpuExecutor {
 
   // Runs every kernel; the inputs' and outputs' pointers are in ptr already.
   static void run(Plan& st, State& cs, const Inputs<F::kSymbols>& in, Ptrs& ptr, bool profiling, AutotuneStats& stats) {
+    // MaxAutotune's first call: the cached choices, read before any kernel runs.
+    std::array<bool, F::kArray> from_cache{};
+    if constexpr (Policy::autotune) {
+      if (!st.tuned) load_choices(st, cs, stats, from_cache);
+    }
     std::unique_ptr<std::byte[], detail::AlignedDelete> call_arena;  // Default: per call
     std::byte* arena = cs.arena.get();
     if (!arena && st.arena_bytes > 0) {
@@ -86,7 +98,7 @@ class CpuExecutor {
       if (!st.runs(G)) return;  // merged into a later kernel, an identity
       bind_pointers<Desc>(pr, ptr);
       if constexpr (Policy::autotune) {
-        if (!st.tuned && !pr.writes_input) tune<G>(st, ws, stats);
+        if (!st.tuned && !pr.writes_input && !from_cache[G]) tune<G>(st, ws, stats);
       }
       if (profiling) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -108,25 +120,64 @@ class CpuExecutor {
                                                                detail::AlignedDelete{bytes});
   }
 
+  template <int G>
+  static std::string tune_key(const Plan& st) {
+    using Desc = typename Plan::template desc<G>;
+    return machine_id() + " | " + std::string(type_name<Desc>()) + " | " + kernel_signature(st.template slot<G>());
+  }
+
+  // MaxAutotune, before the first kernel of the first call: every tuned kernel's choice found
+  // in the on-disk cache is applied (the key is made of shapes and strides, known with the
+  // plan). A cache that cannot be read answers nothing (AutotuneCache::load does not throw);
+  // an exception here (no memory for a workspace) leaves the call before any kernel ran.
+  static void load_choices(Plan& st, State& cs, AutotuneStats& stats, std::array<bool, F::kArray>& from_cache) {
+    const AutotuneCache cache;
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      using Desc = typename Plan::template desc<G>;
+      auto& pr = st.template slot<G>();
+      if (!st.runs(G) || pr.writes_input) return;
+      const auto hit = cache.load(tune_key<G>(st));
+      if (!hit) return;
+      pr.args.config = hit->config;
+      cpu::prepare<Desc>(pr.args, std::get<G>(cs.ws));
+      from_cache[G] = true;
+      ++stats.from_cache;
+      st.tune_notes[G] = describe(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
+    });
+  }
+
   // MaxAutotune: time each launch candidate of kernel G on this call's data (kernels are pure:
-  // running one again rewrites the same values) and keep the fastest; read and write the
-  // on-disk cache.
+  // running one again rewrites the same values) and keep the fastest; write the on-disk cache.
+  // Runs between kernels, so it throws nothing: on a failure (no memory for a candidate's
+  // workspace or for the notes) the kernel keeps Default's configuration, for which its
+  // workspace was reserved with the plan (workspaces only grow, and a failed growth leaves them
+  // as they were).
   template <int G, class WS>
-  static void tune(Plan& st, WS& ws, AutotuneStats& stats) {
+  static void tune(Plan& st, WS& ws, AutotuneStats& stats) noexcept {
+    auto& pr = st.template slot<G>();
+    try {
+      tune_candidates<G>(st, ws, stats);
+    } catch (...) {
+      pr.args.config = lower::LaunchConfig{};
+      try {
+        cpu::prepare<typename Plan::template desc<G>>(pr.args, ws);
+        st.tune_notes[G] = defaults_note(describe(lower::LaunchConfig{})) + ": tuning failed";
+      } catch (...) {
+      }
+    }
+  }
+
+  template <int G, class WS>
+  static void tune_candidates(Plan& st, WS& ws, AutotuneStats& stats) {
     using Desc = typename Plan::template desc<G>;
     auto& pr = st.template slot<G>();
     auto use = [&](const lower::LaunchConfig& c) {
       pr.args.config = c;
       cpu::prepare<Desc>(pr.args, ws);
     };
-    const std::string key = machine_id() + " | " + std::string(type_name<Desc>()) + " | " + kernel_signature(pr);
-    AutotuneCache cache;
-    if (const auto hit = cache.load(key)) {
-      use(hit->config);
-      ++stats.from_cache;
-      st.tune_notes[G] = describe(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
-      return;
-    }
+    const std::string key = tune_key<G>(st);
+    const AutotuneCache cache;
     TuneChoice choice;
     std::string notes;
     const auto time_config = [&](const lower::LaunchConfig& c) {
@@ -143,8 +194,8 @@ class CpuExecutor {
     const TuneRecord best = choice.chosen();
     use(best.config);
     cache.store(key, best);
-    ++stats.tuned;
     st.tune_notes[G] = "chose " + chosen_note(choice, describe(best.config)) + "; candidates: " + notes;
+    ++stats.tuned;
   }
 };
 

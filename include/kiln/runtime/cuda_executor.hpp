@@ -113,12 +113,16 @@ class CudaExecutor {
       finish_outputs<F>(st, in, ptr, copy);
     };
     if (Policy::autotune && !st.tuned) {
-      // The first call of MaxAutotune: each kernel tuned on the values the kernels before it
-      // just computed (an in-place update is never run twice), then run with its choice.
+      // The first call of MaxAutotune: the choices in the on-disk cache read for every kernel
+      // before the first one runs (a cache that cannot be read answers nothing, and reading it
+      // throws nothing); then each other kernel tuned on the values the kernels before it just
+      // computed (an in-place update is never run twice), then run with its choice.
+      std::array<bool, F::kArray> from_cache{};
+      load_choices(st, cs, stats, from_cache);
       lower::for_each_index<nkernels>([&](auto g) {
         constexpr int G = decltype(g)::value;
         if (!st.runs(G)) return;
-        if (!st.template slot<G>().writes_input) tune<G>(st, cs, stream, stats);
+        if (!st.template slot<G>().writes_input && !from_cache[G]) tune<G>(st, cs, stream, stats);
         launch<G>(st, cs, stream);
       });
       finish_outputs<F>(st, in, ptr, copy);
@@ -298,6 +302,29 @@ class CudaExecutor {
     for (int g = 0; g < nkernels; ++g) st.profile_ms[g] += ev[g + 1].since(ev[g]);
   }
 
+  template <int G>
+  static std::string tune_key(const Plan& st) {
+    using Desc = typename Plan::template desc<G>;
+    return cuda::device_id() + " | " + std::string(type_name<Desc>()) + " | " + kernel_signature(st.template slot<G>());
+  }
+
+  // MaxAutotune, before the first kernel of the first call: every tuned kernel's choice found in
+  // the on-disk cache (keys are shapes and strides, known with the plan).
+  static void load_choices(Plan& st, State& cs, AutotuneStats& stats, std::array<bool, F::kArray>& from_cache) {
+    const AutotuneCache cache;
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      using Desc = typename Plan::template desc<G>;
+      if (!st.runs(G) || st.template slot<G>().writes_input) return;
+      const auto hit = cache.load(tune_key<G>(st));
+      if (!hit) return;
+      cs.kernels[G].config = hit->config;
+      from_cache[G] = true;
+      ++stats.from_cache;
+      st.tune_notes[G] = describe_cuda<Desc>(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
+    });
+  }
+
   // MaxAutotune on CUDA: each candidate (block size and row layout; the heuristic's first
   // cuBLASLt algorithms for a GEMM) timed with events on this call's data, the fastest kept
   // and cached on disk under the device's name, compute capability and driver.
@@ -306,14 +333,8 @@ class CudaExecutor {
     using Desc = typename Plan::template desc<G>;
     auto& pr = st.template slot<G>();
     auto& k = cs.kernels[G];
-    const std::string key = cuda::device_id() + " | " + std::string(type_name<Desc>()) + " | " + kernel_signature(pr);
-    AutotuneCache cache;
-    if (const auto hit = cache.load(key)) {
-      k.config = hit->config;
-      ++stats.from_cache;
-      st.tune_notes[G] = describe_cuda<Desc>(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
-      return;
-    }
+    const std::string key = tune_key<G>(st);
+    const AutotuneCache cache;
     std::vector<lower::LaunchConfig> cands;
     if constexpr (requires { pr.args.epilogue; })
       cands = cuda::gemm_candidates(k.gemm_plan.get(),

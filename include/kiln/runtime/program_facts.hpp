@@ -27,6 +27,14 @@ struct root_outputs<Outputs<Es...>> {
     else return 0;
   }
   static constexpr std::array<std::uint64_t, sizeof...(Es)> targets{target_of<Es>()...};
+  // Each symbol is the target of at most one kiln::assign: two would write one tensor twice,
+  // and which value it kept would depend on the kernel order.
+  static_assert([] {
+    for (std::size_t i = 0; i < sizeof...(Es); ++i)
+      for (std::size_t j = i + 1; j < sizeof...(Es); ++j)
+        if (assigns[i] && assigns[j] && targets[i] == targets[j]) return false;
+    return true;
+  }(), "kiln::outputs: two kiln::assign outputs target one symbol; assign each symbol once");
 };
 
 template <class Program, class Root>

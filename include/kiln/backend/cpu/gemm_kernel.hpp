@@ -6,7 +6,9 @@
 // Paths: Eigen's GEMM kernel (its packing buffers kept per thread in a GemmWorkspace, so a
 // repeated call allocates nothing; operands row- or column-major, so transposed views are read
 // in place), a SIMD loop for products with a few rows (GEMV-like, bound by reading B once),
-// and Eigen's public product for operands with no unit stride, which may allocate.
+// and Eigen's public product for operands with no unit stride, which may allocate. 16-bit
+// operands are widened into float scratch kept in the same workspace, so that path allocates
+// nothing per call either.
 //
 // When the epilogue's output has another shape than the matmul (the result is broadcast), the
 // product goes to a scratch buffer first and the epilogue runs as a row kernel after it.
@@ -24,21 +26,41 @@ namespace kiln::cpu {
 using lower::GemmArgs;
 using lower::MatrixView;
 
-// Eigen's packing buffers, one per thread, sized for the largest tile and reused.
+// Eigen's packing buffers, one per thread, sized for the largest tile and reused; and, for
+// 16-bit operands, the float copies of A (m x k), B (k x n) and the product (m x n).
+// Invariant: the buffers only grow, and a growth that fails (std::bad_alloc) leaves them as they
+// were, so a workspace reserved for Default's configuration still serves it after a MaxAutotune
+// candidate failed to reserve more.
 template <class T>
 struct GemmWorkspace {
   using Blocking = Eigen::internal::gemm_blocking_space<Eigen::ColMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic>;
   std::vector<std::unique_ptr<Blocking>> per_thread;
   index_t m = 0, n = 0, k = 0;
+  std::vector<T> wide_a, wide_b, wide_c;
 
   void reserve(index_t m_, index_t n_, index_t k_, int threads) {
-    if (m_ == m && n_ == n && k_ == k && static_cast<int>(per_thread.size()) >= threads) return;
-    m = m_, n = n_, k = k_;
-    per_thread.clear();
-    for (int t = 0; t < threads; ++t) {
-      per_thread.push_back(std::make_unique<Blocking>(std::max<index_t>(m, 1), std::max<index_t>(n, 1), std::max<index_t>(k, 1), 1, true));
-      per_thread.back()->allocateAll();
+    if (m_ <= m && n_ <= n && k_ <= k && static_cast<int>(per_thread.size()) >= threads) return;
+    const index_t gm = std::max(m, m_), gn = std::max(n, n_), gk = std::max(k, k_);
+    const std::size_t count = std::max(static_cast<std::size_t>(std::max(threads, 0)), per_thread.size());
+    std::vector<std::unique_ptr<Blocking>> fresh;
+    fresh.reserve(count);
+    for (std::size_t t = 0; t < count; ++t) {
+      fresh.push_back(std::make_unique<Blocking>(std::max<index_t>(gm, 1), std::max<index_t>(gn, 1), std::max<index_t>(gk, 1), 1, true));
+      fresh.back()->allocateAll();
     }
+    per_thread.swap(fresh);
+    m = gm, n = gn, k = gk;
+  }
+
+  // The widened operands and product of an m x k by k x n product.
+  void reserve_widened(index_t m_, index_t n_, index_t k_) {
+    const auto grow = [](std::vector<T>& v, index_t size) {
+      if (static_cast<index_t>(v.size()) < size) v.resize(static_cast<std::size_t>(size));
+    };
+    grow(wide_a, m_ * k_);
+    grow(wide_b, k_ * n_);
+    grow(wide_c, m_ * n_);
+    reserve(m_, n_, k_, 1);
   }
 };
 
@@ -152,10 +174,14 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
 
   using Workspace = GemmWorkspace<compute_t<T>>;
 
-  // Called once per plan and launch configuration: Eigen's packing buffers for the largest
-  // tile, per thread.
+  // Called once per plan and launch configuration, before any kernel of a call: Eigen's packing
+  // buffers for the largest tile, per thread; for 16-bit operands the float scratch and one
+  // packing buffer for the whole product.
   static void prepare(const Args& g, Workspace& ws) {
-    if constexpr (!std::is_same_v<T, compute_t<T>>) return;  // run_widened packs nothing
+    if constexpr (!std::is_same_v<T, compute_t<T>>) {
+      ws.reserve_widened(g.m, g.n, g.k);
+      return;
+    }
     if (!packable(g.a) || !packable(g.b) || use_rows_loop(g)) return;
     const Tiling t = tiling(g);
     ws.reserve(t.rows_per_tile, t.cols_per_tile, g.k, max_threads());
@@ -175,24 +201,25 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
 
   static void run(const Args& g, Workspace& ws) {
     if constexpr (std::is_same_v<T, C>) run_native(g, ws);
-    else run_widened(g);
+    else run_widened(g, ws);
   }
 
-  // 16-bit operands: widened to float, multiplied by Eigen in float, the product rounded once
-  // into acc; then the epilogue over the whole output. (PyTorch's CPU bf16 matmul rounds its
-  // result the same way.)
-  static void run_widened(const Args& g) {
-    using Mat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    Mat a(g.m, g.k), b(g.k, g.n), c(g.m, g.n);
+  // 16-bit operands: widened to float (row-major A: m x k, B: k x n, in the workspace),
+  // multiplied by Eigen's packed kernel in float, the product rounded once into acc; then the
+  // epilogue over the whole output. (PyTorch's CPU bf16 matmul rounds its result the same
+  // way.) Allocates nothing: prepare reserved the scratch and the packing buffer.
+  static void run_widened(const Args& g, Workspace& ws) {
+    C* a = ws.wide_a.data();
+    C* b = ws.wide_b.data();
+    C* c = ws.wide_c.data();
     for (index_t bt = 0; bt < g.batch; ++bt) {
       for (index_t i = 0; i < g.m; ++i)
-        for (index_t kk = 0; kk < g.k; ++kk) a(i, kk) = widen(g.a.ptr[bt * g.a.batch + i * g.a.row + kk * g.a.col]);
+        for (index_t kk = 0; kk < g.k; ++kk) a[i * g.k + kk] = widen(g.a.ptr[bt * g.a.batch + i * g.a.row + kk * g.a.col]);
       for (index_t kk = 0; kk < g.k; ++kk)
-        for (index_t j = 0; j < g.n; ++j) b(kk, j) = widen(g.b.ptr[bt * g.b.batch + kk * g.b.row + j * g.b.col]);
-      if (g.k == 0) c.setZero();
-      else c.noalias() = a * b;
+        for (index_t j = 0; j < g.n; ++j) b[kk * g.n + j] = widen(g.b.ptr[bt * g.b.batch + kk * g.b.row + j * g.b.col]);
+      if (g.m > 0 && g.n > 0) gemm_packed(a, g.k, index_t{1}, b, g.n, index_t{1}, c, g.n, g.m, g.n, g.k, *ws.per_thread[0]);
       T* out = g.acc + bt * g.m * g.n;
-      for (index_t i = 0; i < g.m * g.n; ++i) out[i] = narrow<T>(c.data()[i]);
+      for (index_t i = 0; i < g.m * g.n; ++i) out[i] = narrow<T>(c[i]);
     }
     if constexpr (Desc::has_epilogue) Epilogue::run(g.epilogue);
   }

@@ -40,8 +40,10 @@ struct kernel_of<lower::AxisCopyKernel<T, NS>> {
 template <class Desc>
 using kernel_t = typename kernel_of<Desc>::type;
 
-// What a kernel keeps between calls of one plan: Eigen's packing buffers for a GEMM, nothing
-// for the others.
+// What a kernel keeps between calls of one plan, reserved by prepare when the plan is built so
+// that no kernel allocates while a call runs: Eigen's packing buffers (and, for 16-bit operands,
+// the widened float copies) for a GEMM, the float sums of a 16-bit sum_to, nothing for the
+// others.
 struct NoWorkspace {};
 template <class Desc>
 struct workspace_of {
@@ -50,6 +52,10 @@ struct workspace_of {
 template <class T, class E, int A, int NL, int NC>
 struct workspace_of<lower::GemmKernel<T, E, A, NL, NC>> {
   using type = typename GemmKernelCpu<lower::GemmKernel<T, E, A, NL, NC>>::Workspace;
+};
+template <class T, class Tr, int NL, int NC>
+struct workspace_of<lower::ReduceToKernel<T, Tr, NL, NC>> {
+  using type = typename ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>::Workspace;
 };
 template <class Desc>
 using workspace_t = typename workspace_of<Desc>::type;

@@ -59,12 +59,21 @@ struct ReduceToKernelCpu<lower::ReduceToKernel<T, Tree, NL, NC>> {
 
   static std::vector<LaunchConfig> candidates(const Args&) { return {{1, 0, 0, 0}, {max_threads(), 0, 0, 0}}; }
 
-  static void run(const Args& a) {
-    // A 16-bit output is summed in float apart and rounded once at the end.
-    std::vector<C> wide(std::is_same_v<T, C> ? 0 : a.out_numel);
+  // A 16-bit output is summed in float apart (out_numel sums) and rounded once at the end; the
+  // float sums are reserved by prepare, before any kernel of a call, so run allocates nothing.
+  // Grows only: a failed growth leaves it as it was.
+  struct Workspace {
+    std::vector<C> wide;
+  };
+  static void prepare(const Args& a, Workspace& ws) {
+    if constexpr (!std::is_same_v<T, C>)
+      if (static_cast<index_t>(ws.wide.size()) < a.out_numel) ws.wide.resize(static_cast<std::size_t>(a.out_numel));
+  }
+
+  static void run(const Args& a, Workspace& ws) {
     C* acc;
     if constexpr (std::is_same_v<T, C>) acc = a.out;
-    else acc = wide.data();
+    else acc = ws.wide.data();
     std::fill_n(acc, a.out_numel, C(0));
     if (a.out_inner != 0) {
       const index_t tasks = (a.len + kColumns - 1) / kColumns;
