@@ -6,6 +6,7 @@
 #include "kiln/autodiff/jvp.hpp"
 #include "kiln/core/errors.hpp"
 #include "kiln/core/factories.hpp"
+#include "kiln/core/print.hpp"
 #include "kiln/core/random.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
