@@ -4,6 +4,7 @@
 #pragma once
 #include "kiln/autodiff/grad.hpp"
 #include "kiln/autodiff/jvp.hpp"
+#include "kiln/core/eigen_interop.hpp"
 #include "kiln/core/errors.hpp"
 #include "kiln/core/factories.hpp"
 #include "kiln/core/print.hpp"
