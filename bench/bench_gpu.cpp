@@ -1,4 +1,4 @@
-// kiln on one CUDA GPU: W1-W4 at WORKLOADS.md's GPU sizes, f32 and bf16, in Eager, Default,
+// kiln on one CUDA GPU: W1-W4 at the GPU sizes of docs/benchmarks.md, f32 and bf16, in Eager, Default,
 // ReduceOverhead (CUDA graphs) and MaxAutotune, plus the device-to-device copy that sets the
 // bandwidth ceiling in the same run. Timed by bench::time_calls (gpu_timing.hpp; use
 // --benchmark_repetitions and the median). Counters: GBps (the fewest bytes the workload must
@@ -122,7 +122,7 @@ using kiln::bf16;
   KILN_MODE(W, NAME, S, ReduceOverhead, __VA_ARGS__) \
   KILN_MODE(W, NAME, S, MaxAutotune, __VA_ARGS__)
 // Named W1/f32/Eager, W4/B16/bf16/ReduceOverhead, ..., as report_gpu.py reads them.
-// Not a WORKLOADS.md workload: softmax over rows too long for registers or a shared-memory row
+// Not one of docs/benchmarks.md's workloads: softmax over rows too long for registers or a shared-memory row
 // cache ([256, 65536]: 16384 16-byte units a row), streamed from memory. Two passes for the
 // max and the sum, then one for the output, would read the row three times (at most half the
 // copy rate in GBps, which counts one read and one write); online softmax reads it twice.

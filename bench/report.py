@@ -33,8 +33,30 @@ one workload comes from the same run of the same binary, so the ratios hold on a
   place); its GFLOP/s count the GEMMs only (2.45 GFLOP per step).
 - Limits: STREAM triad and copy over 3 x 2^24 floats with OpenMP, and Eigen's SGEMM at 2048^3.
 - Bytes are the minimum traffic (inputs read once, outputs written once). W2 and W3's data
-  (38 MB and 34 MB) fit in this machine's last-level cache, so they can pass the DRAM-bound
+  (38 MB and 34 MB) fit in the benchmark machine's last-level cache, so they can pass the DRAM-bound
   STREAM figures. Ops count one per evaluator node per element, a transcendental as one.
+
+## Workloads
+
+The same definitions are used by kiln and by each peer, on the CPU (`scripts/bench.sh`, this
+page) and on the GPU (`scripts/bench_gpu.sh`, [benchmarks-gpu.md](benchmarks-gpu.md)). Every
+comparison is a ratio measured side by side in one run, on one machine.
+
+| id | workload | expression and sizes |
+|---|---|---|
+| W1 | pointwise chain | `gelu(x * 1.5 + 0.5) * sigmoid(x) + tanh(x)`; n = 2^24 on the CPU, 2^26 on the GPU; f32 (and bf16 on the GPU) |
+| W2 | add + layer norm | `layer_norm(x + r, gamma, beta, 1e-5)` over the last axis; x, r [4096, 768] on the CPU, [16384, 768] on the GPU |
+| W3 | scaled softmax | `softmax(s * 0.125)` over the last axis; s [4096, 1024] on the CPU, [16384, 1024] on the GPU |
+| W4 | transformer FFN | `gelu(x @ W1 + b1) @ W2 + b2` with W1 [768, 3072], W2 [3072, 768]; batch B of 1, 16, 256 (and 4096 on the GPU); f32 (and bf16 on the GPU) |
+| W5 | training step | MLP 784-1024-1024-10 with ReLU, cross-entropy on class labels, AdamW (lr 1e-3); batch 256; f32; one step is forward, backward and the update of every parameter and moment |
+| W6 | ViT-B/16 inference | the ViT-Base/16 image classifier (224 x 224 input, 16 x 16 patches, 12 pre-norm layers, hidden 768, 12 heads, MLP 3072, exact gelu); batch 1, 16, 64; f32 and bf16. Defined for later releases: kiln has no convolution or attention op yet |
+| W7 | GPT-2 decode | GPT-2 small (12 layers, hidden 768, 12 heads, vocabulary 50257), bf16, batch 1, a 32-token prompt and 64 greedy new tokens with a static KV cache, reported per new token. Defined for later releases, as W6 |
+
+Peers: on the CPU, Eigen (W1-W4) and PyTorch on the CPU (W5); on the GPU, PyTorch in eager
+mode, torch.compile's default mode, reduce-overhead and, on request, max-autotune, the best of
+them taken per workload. Hardware of the published runs: the CPU tables come from a 2-core
+x86-64 virtual machine (AVX-512), the GPU tables from one NVIDIA H200 with PyTorch 2.11; each
+page names its machine and date.
 
 """
 

@@ -4,7 +4,8 @@
 
 Usage:
   bench/report_gpu.py --kiln KILN.json --torch TORCH.json [--write docs/benchmarks-gpu.md]
-Prints the markdown to stdout; with --write also writes it to that file, replacing it.
+Prints the markdown to stdout; with --write also writes it to that file, replacing it up to the
+heading KEPT_HEADING (the page's hand-written part, which is kept as it is).
 
 kiln's benchmarks are named workload[/B<batch>]/dtype/mode (W1/f32/Eager, W4/B4096/bf16/MaxAutotune,
 W5/f32/Default; modes Eager, Default, ReduceOverhead, MaxAutotune), with the time in real_time
@@ -25,6 +26,7 @@ BANDWIDTH_WORKLOADS = ("W1", "W2", "W3", "SoftmaxLong")  # SoftmaxLong: kiln onl
 FIXED_BATCH = ("W5",)  # one batch only: a batch in the name is dropped, so both sides match
 UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 DASH = "–"
+KEPT_HEADING = "## Running the GPU benchmarks"
 
 # Suffixes Google Benchmark appends to a name.
 GB_SUFFIX = re.compile(r"^(manual_time|real_time|process_time|iterations:\d+|repeats:\d+|"
@@ -246,7 +248,7 @@ def main():
     p = argparse.ArgumentParser(description="kiln vs PyTorch on the GPU, as markdown")
     p.add_argument("--kiln", help="kiln's Google Benchmark JSON")
     p.add_argument("--torch", help="bench/peers/torch_workloads.py's JSON")
-    p.add_argument("--write", help="also write the markdown to this file, replacing it")
+    p.add_argument("--write", help="also write the markdown to this file, keeping its hand-written part")
     a = p.parse_args()
     if not a.kiln and not a.torch:
         p.error("give --kiln, --torch or both")
@@ -255,8 +257,16 @@ def main():
     md = render(kiln, ctx, torch, copy_torch)
     sys.stdout.write(md)
     if a.write:
+        kept = ""
+        try:
+            old = open(a.write).read()
+            at = old.find("\n" + KEPT_HEADING)
+            if at >= 0:
+                kept = "\n" + old[at + 1:]
+        except OSError:
+            pass
         with open(a.write, "w") as f:
-            f.write(md)
+            f.write(md + kept)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// kiln quickstart: three of the reference workloads (WORKLOADS.md) written as expressions,
+// kiln quickstart: three of the reference workloads (docs/benchmarks.md) written as expressions,
 // compiled, checked against the eager baseline, with their plans and eager/compiled times.
 #include <kiln/kiln.hpp>
 

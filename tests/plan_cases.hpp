@@ -39,8 +39,8 @@ inline void identity_sum_to_not_run() {
   ref::check_close(tgb.cpu(), ref::reduce(dh, 0, ref::Red::Sum, false));
 }
 
-// Its value is copied from its own buffer after the last kernel (a review found the skipped
-// kernel left that buffer empty). p <- sum_to(x, p) with x of p's shape: p = x.
+// Its value is copied from its own buffer after the last kernel (skipping the
+// kernel once left that buffer empty). p <- sum_to(x, p) with x of p's shape: p = x.
 inline void assigned_identity_sum_to_runs() {
   constexpr auto x = kiln::input<"x", 2>();
   constexpr auto p = kiln::param<"p", 2>();

@@ -1,4 +1,4 @@
-// The reference workloads W1-W4 (WORKLOADS.md) at test sizes: compiled against the float64
+// The reference workloads W1-W4 (docs/benchmarks.md) at test sizes: compiled against the float64
 // reference and against eager.
 #include "reference.hpp"
 

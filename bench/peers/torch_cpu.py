@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch on the CPU, the peer of W5 (WORKLOADS.md): an MLP 784-1024-1024-10 with ReLU,
+"""PyTorch on the CPU, the peer of W5 (docs/benchmarks.md): an MLP 784-1024-1024-10 with ReLU,
 cross-entropy and AdamW(lr=1e-3), batch 256, f32; one step is zero_grad, forward, backward and
 optimizer.step(). Threads: as many as the machine has (torch.set_num_threads), like kiln.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch on the GPU, the peer of kiln's GPU benchmarks: workloads W1-W5 of WORKLOADS.md at
+"""PyTorch on the GPU, the peer of kiln's GPU benchmarks: workloads W1-W5 of docs/benchmarks.md at
 their GPU sizes, in PyTorch eager and in torch.compile's modes.
 
   W1  y = gelu(x*1.5 + 0.5) * sigmoid(x) + tanh(x), n = 2^26 (exact erf GELU)
@@ -32,7 +32,7 @@ Usage:
   bench/peers/torch_workloads.py [--workloads W1,W2,W3,W4,W5] [--dtypes f32,bf16]
       [--modes eager,compile,reduce-overhead] [--batches 1,16,256,4096] [--json OUT.json]
       [--repeats 7] [--target-ms 20] [--device cuda|cpu]
---device cpu is for smoke tests only: it uses WORKLOADS.md's CPU sizes and wall-clock timers.
+--device cpu is for smoke tests only: it uses docs/benchmarks.md's CPU sizes and wall-clock timers.
 
 Output: one line per case as it finishes, a table at the end, and with --json a JSON list of
   {"workload": "W1", "dtype": "f32", "batch": null or int, "mode": "eager", "ms": float or null,
@@ -60,7 +60,7 @@ CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # both use CUDA graphs (c
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
 
-# Sizes of WORKLOADS.md: on the GPU, and on the CPU (smoke tests only).
+# Sizes of docs/benchmarks.md's workloads: on the GPU, and on the CPU (smoke tests only).
 SIZES = {
     "cuda": {"W1": 1 << 26, "W2": 16384, "W3": 16384, "W4": (1, 16, 256, 4096), "copy": 1 << 28},
     "cpu": {"W1": 1 << 24, "W2": 4096, "W3": 4096, "W4": (1, 16, 256), "copy": 1 << 24},

@@ -4,7 +4,10 @@
 #pragma once
 #include "kiln/autodiff/grad.hpp"
 #include "kiln/autodiff/jvp.hpp"
+#include "kiln/core/eigen_interop.hpp"
 #include "kiln/core/errors.hpp"
+#include "kiln/core/factories.hpp"
+#include "kiln/core/print.hpp"
 #include "kiln/core/random.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"

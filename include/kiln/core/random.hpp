@@ -1,7 +1,10 @@
-// kiln: seeded random tensors (reproducible across runs and platforms).
+// kiln: seeded random tensors (reproducible across runs and platforms). Values are drawn on the
+// host; a device other than the CPU gets a copy (the same values for the same seed).
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "kiln/core/tensor.hpp"
 
@@ -17,11 +20,22 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
 }
 // Uniform in (0, 1), never 0, from the top 53 bits.
 inline double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
+// The largest T below hi: a draw that rounds up to hi when stored in T (a float near 1, and for
+// bf16 one draw in 512 of [0, 1)) becomes this, so that rand's values stay in [lo, hi).
+template <class T>
+T below(T hi) {
+  if constexpr (std::is_floating_point_v<T>) return std::nextafter(hi, -std::numeric_limits<T>::infinity());
+  else {
+    const float h = static_cast<float>(hi);
+    if (h == 0.0f) return T::from_bits(0x8001);  // the smallest negative subnormal
+    return T::from_bits(static_cast<std::uint16_t>(h > 0.0f ? hi.bits - 1 : hi.bits + 1));
+  }
+}
 }  // namespace detail
 
 // Standard normal samples (Box-Muller), reproducible for a given seed.
-template <class T>
-Tensor<T> randn(const Shape& shape, std::uint64_t seed = 0) {
+template <class T = float>
+Tensor<T> randn(const Shape& shape, std::uint64_t seed = 0, Device device = Device::cpu()) {
   Tensor<T> t(shape);
   const std::size_t n = t.numel();
   const std::uint64_t key = detail::splitmix64(seed ^ 0x6b696c6eull);
@@ -32,26 +46,38 @@ Tensor<T> randn(const Shape& shape, std::uint64_t seed = 0) {
     t[i] = static_cast<T>(r * std::cos(a));
     if (i + 1 < n) t[i + 1] = static_cast<T>(r * std::sin(a));
   }
-  return t;
+  return device.is_cpu() ? t : t.to(device);
 }
-template <class T>
-Tensor<T> randn(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0) {
-  return randn<T>(Shape(dims), seed);
+template <class T = float>
+Tensor<T> randn(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0, Device device = Device::cpu()) {
+  return randn<T>(Shape(dims), seed, device);
 }
 
-// Uniform samples in [lo, hi).
-template <class T>
-Tensor<T> rand(const Shape& shape, std::uint64_t seed = 0, T lo = T(0.0f), T hi = T(1.0f)) {
+// Uniform samples in [lo, hi), [0, 1) by default.
+template <class T = float>
+Tensor<T> rand(const Shape& shape, std::uint64_t seed = 0, T lo = T(0.0f), T hi = T(1.0f), Device device = Device::cpu()) {
   Tensor<T> t(shape);
   const std::uint64_t key = detail::splitmix64(seed ^ 0x72616e64ull);
-  for (std::size_t i = 0; i < t.numel(); ++i)
+  for (std::size_t i = 0; i < t.numel(); ++i) {
     t[i] = static_cast<T>(static_cast<double>(widen(lo)) +
                           static_cast<double>(widen(hi) - widen(lo)) * detail::unit_open(detail::splitmix64(key + i)));
-  return t;
+    if (widen(t[i]) >= widen(hi) && widen(lo) < widen(hi)) t[i] = detail::below(hi);
+  }
+  return device.is_cpu() ? t : t.to(device);
 }
-template <class T>
-Tensor<T> rand(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0, T lo = T(0.0f), T hi = T(1.0f)) {
-  return rand<T>(Shape(dims), seed, lo, hi);
+template <class T = float>
+Tensor<T> rand(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0, T lo = T(0.0f), T hi = T(1.0f),
+               Device device = Device::cpu()) {
+  return rand<T>(Shape(dims), seed, lo, hi, device);
+}
+// Uniform in [0, 1) on `device`.
+template <class T = float>
+Tensor<T> rand(const Shape& shape, std::uint64_t seed, Device device) {
+  return rand<T>(shape, seed, T(0.0f), T(1.0f), device);
+}
+template <class T = float>
+Tensor<T> rand(std::initializer_list<std::size_t> dims, std::uint64_t seed, Device device) {
+  return rand<T>(Shape(dims), seed, T(0.0f), T(1.0f), device);
 }
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"
+#include "kiln/core/errors.hpp"
 #include "kiln/core/shape.hpp"
 
 namespace kiln {
@@ -90,7 +91,9 @@ inline void* aligned_alloc_bytes(std::size_t bytes) {
 struct AlignedDelete {
   std::size_t bytes = 0;
   Device device = Device::cpu();
+  bool owns = true;  // false: a view over memory someone else owns (Tensor::view), never freed here
   void operator()(void* p) const noexcept {
+    if (!owns) return;
     if (device.is_cuda()) device_hooks().release(p, bytes, device.index);
     else if (bytes >= kCachedFrom) HostCache::instance().release(p, bytes);
     else ::operator delete(p, std::align_val_t(kAlignment));
@@ -171,8 +174,16 @@ class Tensor {
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
 
-  T& operator[](std::size_t i) { return data_[i]; }
-  const T& operator[](std::size_t i) const { return data_[i]; }
+  // Element i in row-major order, unchecked; a CUDA tensor throws DeviceError (its memory is
+  // not the host's: copy it with .cpu() first).
+  T& operator[](std::size_t i) {
+    if (is_cuda()) [[unlikely]] throw_on_device("operator[]");
+    return data_[i];
+  }
+  const T& operator[](std::size_t i) const {
+    if (is_cuda()) [[unlikely]] throw_on_device("operator[]");
+    return data_[i];
+  }
 
   // Element at a multi-index, e.g. t.at({i, j}); bounds are checked (CPU tensors only: the
   // element operator[] of a CUDA tensor is a device address).
@@ -189,7 +200,78 @@ class Tensor {
     copy_bytes(data(), host.data(), numel() * sizeof(T), 0);
   }
 
+  // Row-major strides in elements, as a Shape (e.g. [768, 1] for [64, 768]): a Tensor is
+  // always contiguous. dtype(): the element type's name, "f32", "f64", "bf16" or "f16".
+  Shape strides() const {
+    Shape s = shape_;
+    std::size_t step = 1;
+    for (int d = rank() - 1; d >= 0; --d) {
+      s[d] = step;
+      step *= shape_[d];
+    }
+    return s;
+  }
+  static constexpr const char* dtype() { return dtype_name<T>(); }
+
+  // The value of a one-element tensor (any rank), copied to the host from a CUDA tensor.
+  T item() const {
+    if (numel() != 1)
+      throw ShapeError("item: the tensor has shape " + shape_.str() + " (" + std::to_string(numel()) +
+                       " elements); item() needs exactly one element");
+    if (!is_cuda()) return data_[0];
+    T v;
+    copy_bytes(&v, data(), sizeof(T), 1);
+    return v;
+  }
+
+  // Copies src's values into this tensor's memory, in place (a view writes through to the memory
+  // it views). Any pair of devices; the shapes must be equal. A copy from or to the host is
+  // complete on return; one between CUDA tensors is queued on kiln::cuda::stream().
+  void copy_from(const Tensor& src) {
+    if (!(src.shape_ == shape_))
+      throw ShapeError("copy_from: the source has shape " + src.shape_.str() + ", the destination " + shape_.str());
+    const std::size_t bytes = numel() * sizeof(T);
+    if (bytes == 0 || src.data() == data()) return;
+    if (!is_cuda() && !src.is_cuda()) std::memmove(data(), src.data(), bytes);
+    else copy_bytes(data(), src.data(), bytes, src.is_cuda() ? (is_cuda() ? 2 : 1) : 0);
+  }
+  template <class U>
+  void copy_from(const Tensor<U>&) {
+    static_assert(std::is_same_v<U, T>,
+                  "kiln::Tensor::copy_from: the element types differ; convert the source first, e.g. src.as<float>()");
+  }
+
+  // A tensor over `data`, which it does not own and never frees (kiln::from_eigen makes one).
+  // The memory must hold shape.numel() elements, row-major, on `device`, and outlive the view
+  // and every tensor it is moved into. A copy of a view is a deep copy that owns its memory;
+  // assigning to a view rebinds it (copy_from writes through it).
+  static Tensor view(T* data, const Shape& shape, Device device = Device::cpu()) {
+    Tensor t;
+    t.shape_ = shape;
+    t.numel_ = detail::tensor_bytes(shape, sizeof(T)) / sizeof(T);
+    t.data_ = std::unique_ptr<T[], detail::AlignedDelete>(data, detail::AlignedDelete{0, device, false});
+    return t;
+  }
+  bool is_view() const { return !data_.get_deleter().owns; }
+
+  // Eigen maps of this tensor's memory, row-major, no copy: defined in
+  // <kiln/core/eigen_interop.hpp> (included by <kiln/kiln.hpp>).
+  auto as_eigen_matrix() { return eigen_matrix_map(*this); }
+  auto as_eigen_matrix() const { return eigen_matrix_map(*this); }
+  template <int R>
+  auto as_eigen_tensor() {
+    return eigen_tensor_map<R>(*this);
+  }
+  template <int R>
+  auto as_eigen_tensor() const {
+    return eigen_tensor_map<R>(*this);
+  }
+
  private:
+  [[noreturn]] KILN_NOINLINE void throw_on_device(const char* what) const {
+    throw DeviceError(std::string("kiln::Tensor::") + what + ": the tensor is on " + device().str() +
+                      "; its elements are not in host memory: copy it with .cpu() first");
+  }
   // bytes = numel * sizeof(T), already checked by detail::tensor_bytes.
   Tensor(const Shape& shape, std::size_t bytes, Device device)
       : shape_(shape), numel_(bytes / sizeof(T)), data_(allocate(bytes, device), detail::AlignedDelete{bytes, device}) {}
@@ -202,10 +284,14 @@ class Tensor {
   }
   std::size_t offset(std::initializer_list<std::size_t> idx) const {
     if (device().is_cuda()) throw DeviceError("kiln::Tensor::at: the tensor is on " + device().str() + "; copy it with .cpu() first");
-    if (idx.size() != shape_.size()) throw std::out_of_range("kiln::Tensor::at: wrong number of indices");
+    if (idx.size() != shape_.size())
+      throw std::out_of_range("kiln::Tensor::at: " + std::to_string(idx.size()) + " indices for shape " + shape_.str() +
+                              ", which has rank " + std::to_string(shape_.size()));
     std::size_t off = 0, d = 0;
     for (std::size_t i : idx) {
-      if (i >= shape_[d]) throw std::out_of_range("kiln::Tensor::at: index out of range for " + shape_.str());
+      if (i >= shape_[d])
+        throw std::out_of_range("kiln::Tensor::at: index " + std::to_string(i) + " on axis " + std::to_string(d) +
+                                " is out of range for shape " + shape_.str());
       off = off * shape_[d++] + i;
     }
     return off;

@@ -1,10 +1,10 @@
 // kiln's tensor-core GEMM kernels (tc_gemm.cuh) launched directly on W4 B=4096's two product
 // shapes, bf16, plain and with the exact gelu of acc + bias: CUDA events around single launches,
-// the median of 20 after 3 warm-ups. An experiment tool, not built by CMake (the figures in
-// docs/notes/cuda-status.md, twelfth session, came from it). Build here, run on the GPU:
+// the median of 20 after 3 warm-ups. Not built by CMake; the figures of kiln's Hopper GEMM in
+// docs/performance.md and docs/design-decisions.md come from it. From the repository root:
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -DKILN_CUDA_SM90A=1 \
 //     -DKILN_CUDA_KERNELS=1 --expt-relaxed-constexpr -diag-suppress=20011,20012,20014 -Iinclude -I/usr/include/eigen3 \
-//     -Xcompiler=-fopenmp scripts/experiments/tc_gemm_direct.cu -o tc_gemm_direct -lcublasLt -lcublas -lgomp
+//     -Xcompiler=-fopenmp bench/probes/tc_gemm_direct.cu -o tc_gemm_direct -lcublasLt -lcublas -lgomp
 //   ./tc_gemm_direct        # every variant tc_variants() offers on this device
 //   ./tc_gemm_direct tma    # the TMA kernel only (for ncu: its 24th launch is the gelu product)
 #include <kiln/kiln.hpp>

@@ -1,4 +1,4 @@
-// Probe (sixteenth session): cuBLASLt's aux epilogues against kiln's way, on kiln's layouts
+// Probe: cuBLASLt's aux epilogues against kiln's way, on kiln's layouts
 // (row-major C = A B as column-major C^T = B^T A^T). For each shape: the forward product
 // h = relu(x w + b) with RELU_BIAS and with RELU_AUX_BIAS (which also writes the relu bit mask),
 // GELU_BIAS and GELU_AUX_BIAS (which also writes the pre-activation); the backward product
@@ -8,8 +8,11 @@
 // algorithm, "best": the best of the up to 8 it offers). It also checks DRELU's result against
 // a float64 reference using kiln's rule relu'(z) = (relu(z) > 0), and counts where the two
 // disagree at exact zeros (the "ints" cases make z = b exactly in row 0).
-// Build here:  nvcc -std=c++17 -O2 -gencode=arch=compute_90,code=sm_90 drelu_probe.cu -lcublasLt -o drelu_probe
-// Run there:   ./drelu_probe
+// Not built by CMake. The figures in docs/design-decisions.md ("cuBLASLt's DRELU and DGELU")
+// come from it. From the repository root, on a machine with nvcc and a Hopper GPU:
+//   nvcc -std=c++17 -O2 -gencode=arch=compute_90,code=sm_90 bench/probes/cublaslt_aux_epilogues.cu \
+//     -lcublasLt -o cublaslt_aux_epilogues
+//   ./cublaslt_aux_epilogues
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

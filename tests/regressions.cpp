@@ -1,4 +1,6 @@
-// Regression tests for defects found in review: each case failed before its fix.
+// Regression tests: edge cases of the runtime and the CPU kernels that once gave wrong results
+// or crashed (NaN and empty reductions, moved-from and aliased tensors, nested parallel
+// regions, row caches, static tensors at exit). Each case failed before its fix.
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -1,0 +1,5 @@
+// expect: kiln::full: the element type must be float, double, kiln::bf16 or kiln::f16
+#include <kiln/kiln.hpp>
+int main() {
+  auto t = kiln::full({2, 3}, 1);
+}
