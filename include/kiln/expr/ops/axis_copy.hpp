@@ -175,26 +175,29 @@ constexpr auto slice(X x) {
   return Node<Slice<ax, Begin, End>, X>(Slice<ax, Begin, End>{}, x);
 }
 
+namespace detail {
+// extract and insert: x, then up to one offset operand, then the operand giving the shape.
+template <template <int, long, int> class Op, int Axis, long Off, class X, class... Rest>
+constexpr auto window(X x, Rest... rest) {
+  static_assert(sizeof...(Rest) >= 1 && sizeof...(Rest) <= 2,
+                "kiln::extract / kiln::insert (x, [offset operand,] like): one or two operands after x, the last "
+                "giving the result's shape");
+  static_assert(Off >= 0, "kiln::extract / kiln::insert: the offset must not be negative");
+  same_rank_and_type<X, Rest...>();
+  constexpr int ax = normalized_axis<Axis, X::rank>();
+  using O = Op<ax, Off, static_cast<int>(sizeof...(Rest)) - 1>;
+  return Node<O, X, Rest...>(O{}, x, rest...);
+}
+}  // namespace detail
+
 template <int Axis, long Off, Expression X, Expression... Rest>
 constexpr auto extract(X x, Rest... rest) {
-  static_assert(sizeof...(Rest) >= 1 && sizeof...(Rest) <= 2,
-                "kiln::extract(x, [offset operand,] like): one or two operands after x, the last giving the shape");
-  static_assert(Off >= 0, "kiln::extract: the offset must not be negative");
-  detail::same_rank_and_type<X, Rest...>();
-  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
-  using Op = Extract<ax, Off, static_cast<int>(sizeof...(Rest)) - 1>;
-  return Node<Op, X, Rest...>(Op{}, x, rest...);
+  return detail::window<Extract, Axis, Off>(x, rest...);
 }
 
 template <int Axis, long Off, Expression X, Expression... Rest>
 constexpr auto insert(X x, Rest... rest) {
-  static_assert(sizeof...(Rest) >= 1 && sizeof...(Rest) <= 2,
-                "kiln::insert(x, [offset operand,] like): one or two operands after x, the last giving the shape");
-  static_assert(Off >= 0, "kiln::insert: the offset must not be negative");
-  detail::same_rank_and_type<X, Rest...>();
-  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
-  using Op = Insert<ax, Off, static_cast<int>(sizeof...(Rest)) - 1>;
-  return Node<Op, X, Rest...>(Op{}, x, rest...);
+  return detail::window<Insert, Axis, Off>(x, rest...);
 }
 
 }  // namespace kiln
