@@ -47,8 +47,10 @@ template <class S>
 concept Scalar = std::is_arithmetic_v<S>;
 
 // What `x = tensor` makes: the symbol's id and the tensor, checked against the symbol's type.
-template <std::uint64_t Id, class T>
+// N is the symbol's name (kiln::Name<'x'>), so that a compile error about a binding shows it.
+template <std::uint64_t Id, class T, class N = void>
 struct Binding {
+  using name_type = N;
   static constexpr std::uint64_t id = Id;
   const Tensor<T>* tensor;
   Tensor<T>* mutable_tensor = nullptr;  // set when bound to a non-const tensor (kiln::assign)
@@ -67,14 +69,14 @@ struct Symbol : ExprTag {
 
   // Binding: `f(x = xt)`. The tensor must outlive the call.
   template <class U>
-  constexpr Binding<Id, T> operator=(const Tensor<U>& t) const {
+  constexpr Binding<Id, T, N> operator=(const Tensor<U>& t) const {
     static_assert(std::is_same_v<U, T>,
                   "kiln: the tensor bound to this symbol has a different element type than the "
                   "symbol was declared with (kiln::input<name, rank, T>); convert the tensor");
     return {&t};
   }
   template <class U>
-  constexpr Binding<Id, T> operator=(Tensor<U>& t) const {
+  constexpr Binding<Id, T, N> operator=(Tensor<U>& t) const {
     static_assert(std::is_same_v<U, T>,
                   "kiln: the tensor bound to this symbol has a different element type than the "
                   "symbol was declared with (kiln::input<name, rank, T>); convert the tensor");

@@ -17,19 +17,38 @@ namespace kiln::runtime {
 template <class X>
 struct symbol_not_bound {
   static constexpr bool value = false;
-  static_assert(sizeof(X) == 0, "kiln: this call leaves a symbol unbound (its type is shown in the instantiation below); "
-                       "bind every input and param of the expression, e.g. f(x = xt, w = wt)");
+  static_assert(sizeof(X) == 0,
+                "kiln: this call leaves a symbol unbound (its name is the kiln::Name<...> in the symbol type shown "
+                "below); bind every input and param of the expression, e.g. f(x = xt, w = wt)");
 };
 template <class X>
 struct symbol_bound_twice {
   static constexpr bool value = false;
-  static_assert(sizeof(X) == 0, "kiln: this call binds one symbol twice; bind each symbol once");
+  static_assert(sizeof(X) == 0,
+                "kiln: this call binds one symbol twice (its name is the kiln::Name<...> in the binding type shown "
+                "below); bind each symbol once");
 };
 template <class X>
 struct symbol_not_in_expression {
   static constexpr bool value = false;
-  static_assert(sizeof(X) == 0, "kiln: this call binds a symbol that the compiled expression does not use");
+  static_assert(sizeof(X) == 0,
+                "kiln: this call binds a symbol that the compiled expression does not use (its name is the "
+                "kiln::Name<...> in the binding type shown below); bind only the expression's inputs and params");
 };
+
+// Whether every argument of a call is a binding (x = xt), the only way to pass a tensor: a
+// positional call f(xt, wt) is one static_assert, not a cascade of errors about Bs::id.
+template <class B>
+inline constexpr bool is_binding_v = false;
+template <std::uint64_t Id, class T, class N>
+inline constexpr bool is_binding_v<Binding<Id, T, N>> = true;
+template <class... Bs>
+inline constexpr bool all_bindings = (is_binding_v<std::remove_cvref_t<Bs>> && ...);
+template <class... Bs>
+inline constexpr bool positional_call = false;  // dependent, so it fires only when instantiated
+#define KILN_POSITIONAL_CALL_MESSAGE                                                                                 \
+  "kiln: bind inputs by symbol: f(x = xt, w = wt, ...), where x and w are the expression's kiln::input and "          \
+  "kiln::param symbols; a compiled function takes no positional arguments"
 
 // How many of the bindings Bs bind the symbol Id; more than one is a compile error.
 template <std::uint64_t Id, class... Bs>

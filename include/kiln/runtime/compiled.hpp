@@ -53,10 +53,15 @@ class Compiled {
   // for kiln::outputs(...); the outputs are fresh tensors.
   template <class... Bs>
   auto operator()(const Bs&... bs) {
-    Bind::template check_bindings<Bs...>();
-    const In in = Bind::template bind<KILN_WITH_CUDA>(bs...);
-    const std::lock_guard<std::mutex> lock(mutex());
-    return run_bound(in);
+    if constexpr (!all_bindings<Bs...>) {
+      static_assert(positional_call<Bs...>, KILN_POSITIONAL_CALL_MESSAGE);
+      return Tensor<float>{};  // only so that the caller's use of the result adds no error
+    } else {
+      Bind::template check_bindings<Bs...>();
+      const In in = Bind::template bind<KILN_WITH_CUDA>(bs...);
+      const std::lock_guard<std::mutex> lock(mutex());
+      return run_bound(in);
+    }
   }
 
   // As operator(), ignoring bindings of symbols this program does not use: how the segments
@@ -75,6 +80,13 @@ class Compiled {
   // the same input shapes allocates nothing.
   template <class Out, class... Bs>
   void into(Out&& out, const Bs&... bs) {
+    if constexpr (!all_bindings<Bs...>) static_assert(positional_call<Bs...>, KILN_POSITIONAL_CALL_MESSAGE);
+    else into_bound(out, bs...);
+  }
+
+ private:
+  template <class Out, class... Bs>
+  void into_bound(Out& out, const Bs&... bs) {
     Bind::template check_bindings<Bs...>();
     auto targets = as_output_tuple(out);
     static_assert(std::tuple_size_v<decltype(targets)> == kReturned,
@@ -118,6 +130,7 @@ class Compiled {
     execute(e, in, ptr);
   }
 
+ public:
   std::size_t kernel_count() const { return nkernels; }
 
   // The plan; after a call, also each kernel's traffic and operation count for the last input
