@@ -19,7 +19,7 @@ if(NOT TARGET kiln::cuda)
   add_library(kiln::cuda ALIAS kiln_cuda)
   target_link_libraries(kiln_cuda INTERFACE kiln::kiln CUDA::cudart CUDA::cublasLt)
   target_compile_options(kiln_cuda INTERFACE
-    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -diag-suppress=20011,20012,20014 -Xcompiler=-fno-math-errno>)
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -diag-suppress=20011,20012,20014 -Xcompiler=-fno-math-errno,-fno-trapping-math>)
 endif()
 
 function(kiln_cuda_executable name)
