@@ -53,6 +53,33 @@ TEST_CASE("SGD with momentum matches PyTorch's formula over 10 steps") {
   check_rel(vt, rv);
 }
 
+TEST_CASE("SGD, plain and with momentum and weight decay, matches PyTorch's formula over 10 steps") {
+  constexpr auto v = kiln::param<"v", 2, double>();
+  constexpr auto loss = kiln::nn::mse(kiln::matmul(x, w), y);
+  auto [dw] = kiln::grad(loss, w);
+  auto [plain] = kiln::nn::sgd(w, dw, 0.05, 0.01);
+  auto [av, aw] = kiln::nn::sgd(w, v, dw, 0.05, 0.9, 0.01);
+  auto step_plain = kiln::compile(kiln::outputs(loss, plain));
+  auto step = kiln::compile<kiln::ReduceOverhead>(kiln::outputs(loss, av, aw));
+  const auto xt = kiln::randn<double>({16, 6}, 11), yt = kiln::randn<double>({16, 3}, 12);
+  kiln::Tensor<double> wt = kiln::randn<double>({6, 3}, 13), w0 = wt, vt({6, 3});
+  vt.fill(0.0);
+  std::vector<double> rw(wt.data(), wt.data() + wt.numel()), rv(rw.size(), 0.0), rp = rw;
+  for (int t = 0; t < 10; ++t) {
+    auto [l] = step(x = xt, y = yt, w = wt, v = vt);
+    auto [lp] = step_plain(x = xt, y = yt, w = w0);
+    const auto g = reference_grad(rw, xt, yt), gp = reference_grad(rp, xt, yt);
+    for (std::size_t i = 0; i < rw.size(); ++i) {
+      rv[i] = 0.9 * rv[i] + (g[i] + 0.01 * rw[i]);
+      rw[i] -= 0.05 * rv[i];
+      rp[i] -= 0.05 * (gp[i] + 0.01 * rp[i]);
+    }
+  }
+  check_rel(wt, rw);
+  check_rel(vt, rv);
+  check_rel(w0, rp);
+}
+
 TEST_CASE("AdamW matches PyTorch's formula over 10 steps") {
   constexpr auto m = kiln::param<"m", 2, double>();
   constexpr auto v = kiln::param<"v", 2, double>();

@@ -16,6 +16,21 @@
 
 namespace kiln::nn {
 
+// SGD (torch.optim.SGD without momentum): w <- w - lr (g + wd w).
+template <Expression W, Expression G>
+constexpr auto sgd(W w, G g, double lr, double weight_decay = 0) {
+  return std::tuple{assign(w, w - (g + w * weight_decay) * lr)};
+}
+
+// SGD with momentum and weight decay (torch.optim.SGD, no dampening, not Nesterov's):
+//   d <- g + wd w;  v <- mu v + d;  w <- w - lr v
+// With v zero before the first step, v's first value is d, as PyTorch's first step sets it.
+template <Expression W, Expression V, Expression G>
+constexpr auto sgd(W w, V v, G g, double lr, double momentum, double weight_decay = 0) {
+  const auto v1 = share<hash_mix(fnv1a("kiln::nn::sgd.v"), W::id)>(v * momentum + (g + w * weight_decay));
+  return std::tuple{assign(v, v1), assign(w, w - v1 * lr)};
+}
+
 // SGD with momentum: v <- mu v + g; w <- w - lr v.
 template <Expression W, Expression V, Expression G>
 constexpr auto sgd_momentum(W w, V v, G g, double lr, double momentum) {
