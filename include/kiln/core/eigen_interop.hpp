@@ -50,12 +50,14 @@ void check_eigen_map(const Tensor<T>& t, const char* what, int rank) {
     throw ShapeError(std::string(what) + ": the tensor has shape " + t.shape().str() + " (rank " +
                      std::to_string(t.rank()) + "), the map needs rank " + std::to_string(rank));
 }
+#if !defined(__CUDACC__)
 template <int R>
 Eigen::DSizes<Eigen::Index, R> eigen_dims(const Shape& s) {
   Eigen::DSizes<Eigen::Index, R> d;
   for (int i = 0; i < R; ++i) d[i] = static_cast<Eigen::Index>(s[i]);
   return d;
 }
+#endif
 }  // namespace detail
 
 // What Tensor::as_eigen_matrix() and as_eigen_tensor<R>() return (found by argument-dependent
