@@ -85,65 +85,48 @@ struct Slice : detail::AxisCopyOp<Axis, AxisCopyForm::Slice, Begin, End> {
   }
 };
 
+namespace detail {
+// Form<Off>(v, o..., like) over the offset operands o... of children c (those between the first
+// and the last); Form is Extract or Insert.
+template <AxisCopyForm Form, int Axis, long Off, int NOffsets, class V, class Children, class Like>
+constexpr auto window_over(const V& v, const Children& c, const Like& like) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    if constexpr (Form == AxisCopyForm::Insert) return insert<Axis, Off>(v, std::get<1 + I>(c)..., like);
+    else return extract<Axis, Off>(v, std::get<1 + I>(c)..., like);
+  }(std::make_index_sequence<NOffsets>{});
+}
+
 // The adjoint pair: extract reads like's extent from x at the offset, insert writes x there.
-// Each one's derivative with respect to x is the other over the same shape operands.
-template <int Axis, long Off, int NOffsets>
-struct Extract : detail::AxisCopyOp<Axis, AxisCopyForm::Extract, Off> {
-  static constexpr const char* name = "extract";
-  static constexpr unsigned shape_only = detail::all_but_first<NOffsets + 2>;
+// Each one's derivative with respect to x is the other over the same offset operands; its
+// tangent is itself over them.
+template <AxisCopyForm Form, int Axis, long Off, int NOffsets>
+struct WindowOp : AxisCopyOp<Axis, Form, Off> {
+  static constexpr AxisCopyForm adjoint = Form == AxisCopyForm::Extract ? AxisCopyForm::Insert : AxisCopyForm::Extract;
+  static constexpr unsigned shape_only = all_but_first<NOffsets + 2>;
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     return std::apply(
         [&](const auto& x, const auto&... rest) {
-          // insert<Off>(g, o..., x): g placed back where it was read from, in x's shape.
-          return std::tuple{with_offsets<Insert>(g, y.children, x), ((void)rest, autodiff::NoGrad{})...};
+          return std::tuple{window_over<adjoint, Axis, Off, NOffsets>(g, y.children, x), ((void)rest, autodiff::NoGrad{})...};
         },
         y.children);
   }
   template <class N, class Tx, class... Tr>
   static constexpr auto jvp(const N& y, const Tx& t, const Tr&...) {
-    return autodiff::tangent_apply([&](const auto& v) { return with_offsets<Extract>(v, y.children, last(y.children)); }, t);
-  }
-
-  // Op<Off>(v, o..., like) with y's offset operands o... (the children between the first and
-  // the last); Op is Extract or Insert.
-  template <template <int, long, int> class Op, class V, class Children, class Like>
-  static constexpr auto with_offsets(const V& v, const Children& c, const Like& like) {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      if constexpr (std::is_same_v<Op<Axis, Off, NOffsets>, Insert<Axis, Off, NOffsets>>)
-        return insert<Axis, Off>(v, std::get<1 + I>(c)..., like);
-      else return extract<Axis, Off>(v, std::get<1 + I>(c)..., like);
-    }(std::make_index_sequence<NOffsets>{});
-  }
-  template <class Children>
-  static constexpr const auto& last(const Children& c) {
-    return std::get<std::tuple_size_v<Children> - 1>(c);
+    const auto& like = std::get<std::tuple_size_v<decltype(y.children)> - 1>(y.children);
+    return autodiff::tangent_apply([&](const auto& v) { return window_over<Form, Axis, Off, NOffsets>(v, y.children, like); },
+                                   t);
   }
 };
+}  // namespace detail
 
 template <int Axis, long Off, int NOffsets>
-struct Insert : detail::AxisCopyOp<Axis, AxisCopyForm::Insert, Off> {
+struct Extract : detail::WindowOp<AxisCopyForm::Extract, Axis, Off, NOffsets> {
+  static constexpr const char* name = "extract";
+};
+template <int Axis, long Off, int NOffsets>
+struct Insert : detail::WindowOp<AxisCopyForm::Insert, Axis, Off, NOffsets> {
   static constexpr const char* name = "insert";
-  static constexpr unsigned shape_only = detail::all_but_first<NOffsets + 2>;
-  template <class N, class G>
-  static constexpr auto vjp(const N& y, const G& g) {
-    return std::apply(
-        [&](const auto& x, const auto&... rest) {
-          // extract<Off>(g, o..., x): the part of g that x was placed at.
-          return std::tuple{Extract<Axis, Off, NOffsets>::template with_offsets<Extract>(g, y.children, x),
-                            ((void)rest, autodiff::NoGrad{})...};
-        },
-        y.children);
-  }
-  template <class N, class Tx, class... Tr>
-  static constexpr auto jvp(const N& y, const Tx& t, const Tr&...) {
-    return autodiff::tangent_apply(
-        [&](const auto& v) {
-          return Extract<Axis, Off, NOffsets>::template with_offsets<Insert>(v, y.children,
-                                                                            Extract<Axis, Off, NOffsets>::last(y.children));
-        },
-        t);
-  }
 };
 
 namespace detail {
