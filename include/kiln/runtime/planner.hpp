@@ -54,7 +54,7 @@ struct Planner {
       bool assigned = false;
       for (int k = NOut - 1; k >= 0; --k)
         if (graph().outputs[k] == root) {
-          if (root_outputs_assign(k)) assigned = true;
+          if (F::kAssignTarget[k] >= 0) assigned = true;
           else out = kSymbols + k;
         }
       group_out[g] = out >= 0 ? out : arena_buffer(root);
@@ -122,8 +122,6 @@ struct Planner {
   }
 
  private:
-  static constexpr bool root_outputs_assign(int k) { return F::kAssignTarget[k] >= 0; }
-
   // Where each value is read from: symbols from their input, views from their source with
   // their own strides, stored values from their kernel's buffer.
   static void assign_faces(Plan& st, const GroupBuffers<F>& group_out) {
