@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+KEPT_HEADING = "## Against an earlier release"
 PREAMBLE = """# Benchmarks
 
 Written by `scripts/bench.sh`, which builds `bench/` (Google Benchmark), runs each binary with
@@ -136,6 +137,13 @@ def main():
         limits.append(f"- Eigen SGEMM 2048^3: {sgemm / 1e9:.0f} GFLOP/s")
 
     md = os.path.join(docs, "benchmarks.md")
+    # The sections after the generated tables (from KEPT_HEADING on) are written by hand from
+    # other commands (scripts/bench_ab.sh); they are kept.
+    kept = ""
+    if os.path.exists(md):
+        text = open(md).read()
+        at = text.find(KEPT_HEADING)
+        kept = text[at:] if at >= 0 else ""
     with open(md, "w") as f:
         f.write(PREAMBLE)
         f.write(f"Machine: {ctx.get('host_name', '?')}, {ctx.get('num_cpus', '?')} CPUs at "
@@ -144,6 +152,8 @@ def main():
         f.write("\n".join(lines) + "\n\n")
         for workload, png in charts:
             f.write(f"![{workload}](benchmarks/{png})\n")
+        if kept:
+            f.write("\n" + kept)
     print(open(md).read())
 
 
