@@ -12,7 +12,13 @@
 # by kiln's own build and by its package config (find_package(kiln)) where the CUDA Toolkit is.
 find_package(CUDAToolkit REQUIRED)
 find_package(Python3 COMPONENTS Interpreter)
-set(KILN_CUDA_KERNELS_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/kiln_cuda_kernels.py)
+# kiln_cuda_executable may be called from any directory of the project (a parent that used
+# add_subdirectory(kiln), where this file's variables are out of scope): what it needs is kept
+# in global properties.
+set_property(GLOBAL PROPERTY KILN_CUDA_KERNELS_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/kiln_cuda_kernels.py)
+if(Python3_Interpreter_FOUND)
+  set_property(GLOBAL PROPERTY KILN_PYTHON3 ${Python3_EXECUTABLE})
+endif()
 
 if(NOT TARGET kiln::cuda)
   add_library(kiln_cuda INTERFACE)
@@ -27,7 +33,9 @@ function(kiln_cuda_executable name)
   if(NOT CMAKE_CUDA_COMPILER)
     message(FATAL_ERROR "kiln_cuda_executable(${name}): enable CUDA first (enable_language(CUDA)); nvcc builds the generated kernels")
   endif()
-  if(NOT Python3_Interpreter_FOUND)
+  get_property(python GLOBAL PROPERTY KILN_PYTHON3)
+  get_property(script GLOBAL PROPERTY KILN_CUDA_KERNELS_SCRIPT)
+  if(NOT python)
     message(FATAL_ERROR "kiln_cuda_executable(${name}): needs python3 to list the kernels (cmake/kiln_cuda_kernels.py)")
   endif()
   add_library(${name}_host OBJECT ${K_SOURCES})
@@ -35,12 +43,21 @@ function(kiln_cuda_executable name)
   target_compile_definitions(${name}_host PUBLIC KILN_CUDA_KERNELS=1)
   set(gen ${CMAKE_CURRENT_BINARY_DIR}/${name}_kernels.cu)
   add_custom_command(OUTPUT ${gen}
-    COMMAND ${Python3_EXECUTABLE} ${KILN_CUDA_KERNELS_SCRIPT} --nm ${CMAKE_NM} -o ${gen} $<TARGET_OBJECTS:${name}_host>
-    DEPENDS ${KILN_CUDA_KERNELS_SCRIPT} $<TARGET_OBJECTS:${name}_host>
+    COMMAND ${python} ${script} --nm ${CMAKE_NM} -o ${gen} $<TARGET_OBJECTS:${name}_host>
+    DEPENDS ${script} $<TARGET_OBJECTS:${name}_host>
     COMMENT "kiln: listing the CUDA kernels of ${name}"
     COMMAND_EXPAND_LISTS VERBATIM)
   add_executable(${name} ${gen})
   target_link_libraries(${name} PRIVATE ${name}_host)
+  # kiln's headers are C++20 in device code too, whatever the calling project's default.
+  # kiln's headers are C++20 in device code too, whatever the calling project's default. CMake
+  # 3.25 knows no C++20 flag for nvcc (newer CMake does); it is named in the caller's directory,
+  # where the target is generated.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20" PARENT_SCOPE)
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20" PARENT_SCOPE)
+  endif()
+  set_target_properties(${name} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
   # Kernels built for sm_90a: the host code may offer kiln's wgmma GEMM kernel (tc_gemm.cuh).
   get_target_property(archs ${name} CUDA_ARCHITECTURES)
   if("90a" IN_LIST archs OR "90a-real" IN_LIST archs)
