@@ -176,6 +176,7 @@ inline double gelu_tanh(double x) {
   return x / (1 + std::exp(-2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 // Element type tolerances: |got - want| <= atol + rtol |want|.
 template <class T>
