@@ -169,6 +169,11 @@ inline Array layer_norm(const Array& x, const Array& g, const Array& b, double e
   return zip(zip(n, g, [](double p, double q) { return p * q; }), b, [](double p, double q) { return p + q; });
 }
 
+inline Array rms_norm(const Array& x, const Array& w, double eps) {
+  const Array ms = reduce(map(x, [](double v) { return v * v; }), static_cast<int>(x.shape.size()) - 1, Red::Mean, true);
+  return zip(zip(x, ms, [eps](double p, double m) { return p / std::sqrt(m + eps); }), w, [](double p, double q) { return p * q; });
+}
+
 inline double gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 // x/2 (1 + tanh u) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): the second form,
 // because 1 + tanh u cancels in double too (0 for u below about -19).
