@@ -33,8 +33,9 @@ TEST_CASE("jvp of pointwise ops, broadcasts and reductions") {
   check_jvp<2>("mean, max, where", [](auto x) { return kiln::where(x > 0, kiln::mean<1, true>(x), kiln::max<1, true>(x) * x); },
                {3, 5}, -2, 2);
   check_jvp<2>("softmax, log_softmax", [](auto x) { return kiln::softmax(x) + kiln::log_softmax(x * 2.0); }, {3, 5}, -2, 2);
-  check_jvp<2>("silu, softcap, swiglu", [](auto x) { return kiln::silu(x) + kiln::softcap(x, 1.5) + kiln::swiglu(x * 2.0, x); },
-               {3, 5}, -3, 3);
+  check_jvp<2>(
+      "silu, softcap, swiglu", [](auto x) { return kiln::silu(x) + kiln::softcap(x, 1.5) + kiln::swiglu(x * 2.0, x); },
+      {3, 5}, -3, 3);
   check_jvp<2>("matmul with itself, transpose", [](auto x) { return kiln::matmul(x, kiln::transpose(x)); }, {3, 5}, -1, 1);
   check_jvp<2>("reshape and unsqueeze", [](auto x) { return kiln::exp(kiln::unsqueeze<0>(kiln::reshape(x, {-1}))); }, {3, 5}, -1, 1);
 }

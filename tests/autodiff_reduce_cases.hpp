@@ -45,7 +45,8 @@ inline void rms_norm_and_layer_norm_without_bias() {
   constexpr auto x = kiln::input<"x", 2, double>();
   constexpr auto w = kiln::param<"w", 1, double>();
   constexpr auto r = kiln::input<"r", 2, double>();
-  const auto xt = kiln::randn<double>({4, 7}, 10), wt = kiln::randn<double>({7}, 11), rt = kiln::randn<double>({4, 7}, 12);
+  const auto xt = kiln::randn<double>({4, 7}, 10), wt = kiln::randn<double>({7}, 11);
+  const auto rt = kiln::randn<double>({4, 7}, 12);
   const auto dev = cases::device();
   const auto both = [&](const std::string& name, auto loss) {
     auto [gx, gw] = kiln::grad(loss, x, w);

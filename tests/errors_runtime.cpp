@@ -45,7 +45,8 @@ TEST_CASE("layer_norm and rms_norm with a weight of the wrong length") {
   constexpr auto x = kiln::input<"x", 2>();
   constexpr auto g = kiln::param<"g", 1>();
   constexpr auto b = kiln::param<"b", 1>();
-  const kiln::Tensor<float> xt = kiln::randn<float>({4, 7}, 1), bad = kiln::randn<float>({5}, 2), bt = kiln::randn<float>({7}, 3);
+  const kiln::Tensor<float> xt = kiln::randn<float>({4, 7}, 1), bad = kiln::randn<float>({5}, 2),
+                            bt = kiln::randn<float>({7}, 3);
   auto ln = kiln::compile(kiln::layer_norm(x, g, b, 1e-5));
   auto ln_no_bias = kiln::compile(kiln::layer_norm(x, g));
   auto rms = kiln::compile(kiln::rms_norm(x, g));

@@ -103,8 +103,8 @@ void all_binary() {
             [](double p, double q) { return p < q ? 2 * p : q; }, -5, 5);
   binary<T>("where with a scalar branch", [](auto a, auto b) { return kiln::where(a >= b, 0.0, a - b); },
             [](double p, double q) { return p >= q ? 0.0 : p - q; }, -5, 5);
-  binary<T>("swiglu", [](auto a, auto b) { return kiln::swiglu(a, b); }, [](double p, double q) { return ref::silu(p) * q; },
-            -8, 8);
+  binary<T>("swiglu", [](auto a, auto b) { return kiln::swiglu(a, b); },
+            [](double p, double q) { return ref::silu(p) * q; }, -8, 8);
   binary<T>("chain", [](auto a, auto b) { return kiln::tanh(a * b + 1) - kiln::exp(-kiln::square(b)) / (1 + kiln::abs(a)); },
             [](double p, double q) { return std::tanh(p * q + 1) - std::exp(-q * q) / (1 + std::abs(p)); }, -3, 3);
 }

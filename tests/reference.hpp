@@ -170,8 +170,10 @@ inline Array layer_norm(const Array& x, const Array& g, const Array& b, double e
 }
 
 inline Array rms_norm(const Array& x, const Array& w, double eps) {
-  const Array ms = reduce(map(x, [](double v) { return v * v; }), static_cast<int>(x.shape.size()) - 1, Red::Mean, true);
-  return zip(zip(x, ms, [eps](double p, double m) { return p / std::sqrt(m + eps); }), w, [](double p, double q) { return p * q; });
+  const int last = static_cast<int>(x.shape.size()) - 1;
+  const Array ms = reduce(map(x, [](double v) { return v * v; }), last, Red::Mean, true);
+  const Array n = zip(x, ms, [eps](double p, double m) { return p / std::sqrt(m + eps); });
+  return zip(n, w, [](double p, double q) { return p * q; });
 }
 
 inline double gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }

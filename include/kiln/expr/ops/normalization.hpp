@@ -115,7 +115,8 @@ struct RmsNorm {
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     const auto& [x, weight] = y.children;
-    const auto r = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(x)) + static_cast<compute_t<typename G::dtype>>(y.op.eps));
+    const auto r =
+        kiln::rsqrt(kiln::mean<-1, true>(kiln::square(x)) + static_cast<compute_t<typename G::dtype>>(y.op.eps));
     const auto xhat = x * r;
     const auto d = g * weight;
     return std::tuple{unbroadcast(r * (d - xhat * kiln::mean<-1, true>(d * xhat)), x), unbroadcast(g * xhat, weight)};
@@ -124,10 +125,12 @@ struct RmsNorm {
   template <class N, class Tx, class Tw>
   static constexpr auto jvp(const N& y, const Tx& tx, const Tw& tw) {
     const auto& [x, weight] = y.children;
-    const auto r = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(x)) + static_cast<compute_t<typename N::dtype>>(y.op.eps));
+    const auto r =
+        kiln::rsqrt(kiln::mean<-1, true>(kiln::square(x)) + static_cast<compute_t<typename N::dtype>>(y.op.eps));
     const auto xhat = x * r;
     using namespace autodiff;
-    const auto dxhat = tangent_apply([&](const auto& t) { return r * (t - xhat * kiln::mean<-1, true>(t * xhat)); }, tx);
+    const auto dxhat =
+        tangent_apply([&](const auto& t) { return r * (t - xhat * kiln::mean<-1, true>(t * xhat)); }, tx);
     return add_cotangents(tangent_mul(dxhat, weight), tangent_mul(tw, xhat));
   }
 };
@@ -153,14 +156,16 @@ constexpr auto layer_norm(X x, G gamma, B beta, double eps = 1e-5) {
 template <Expression X, Expression G>
 constexpr auto layer_norm(X x, G gamma, double eps = 1e-5) {
   static_assert(X::rank >= 1, "kiln::layer_norm works over the last axis, so its operand needs rank >= 1");
-  static_assert(std::is_same_v<typename X::dtype, typename G::dtype>, "kiln::layer_norm: x and gamma must have one element type");
+  static_assert(std::is_same_v<typename X::dtype, typename G::dtype>,
+                "kiln::layer_norm: x and gamma must have one element type");
   return Node<LayerNorm, X, G>(LayerNorm{eps}, x, gamma);
 }
 // eps defaults to Llama's 1e-6.
 template <Expression X, Expression W>
 constexpr auto rms_norm(X x, W weight, double eps = 1e-6) {
   static_assert(X::rank >= 1, "kiln::rms_norm works over the last axis, so its operand needs rank >= 1");
-  static_assert(std::is_same_v<typename X::dtype, typename W::dtype>, "kiln::rms_norm: x and weight must have one element type");
+  static_assert(std::is_same_v<typename X::dtype, typename W::dtype>,
+                "kiln::rms_norm: x and weight must have one element type");
   return Node<RmsNorm, X, W>(RmsNorm{eps}, x, weight);
 }
 
