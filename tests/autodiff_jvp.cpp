@@ -33,6 +33,9 @@ TEST_CASE("jvp of pointwise ops, broadcasts and reductions") {
   check_jvp<2>("mean, max, where", [](auto x) { return kiln::where(x > 0, kiln::mean<1, true>(x), kiln::max<1, true>(x) * x); },
                {3, 5}, -2, 2);
   check_jvp<2>("softmax, log_softmax", [](auto x) { return kiln::softmax(x) + kiln::log_softmax(x * 2.0); }, {3, 5}, -2, 2);
+  check_jvp<2>(
+      "silu, softcap, swiglu", [](auto x) { return kiln::silu(x) + kiln::softcap(x, 1.5) + kiln::swiglu(x * 2.0, x); },
+      {3, 5}, -3, 3);
   check_jvp<2>("matmul with itself, transpose", [](auto x) { return kiln::matmul(x, kiln::transpose(x)); }, {3, 5}, -1, 1);
   check_jvp<2>("reshape and unsqueeze", [](auto x) { return kiln::exp(kiln::unsqueeze<0>(kiln::reshape(x, {-1}))); }, {3, 5}, -1, 1);
 }
@@ -59,6 +62,32 @@ TEST_CASE("jvp of layer_norm in every operand") {
   std::vector<double> numeric(yu.numel());
   for (std::size_t i = 0; i < numeric.size(); ++i) numeric[i] = (yu[i] - yd[i]) / (2 * gradcheck::kStep);
   gradcheck::check("layer_norm", t(x = xt, g = gt, b = bt, dx = dxt, dg = dgt, db = dbt), numeric);
+}
+
+// rms_norm(x, w) and layer_norm(x, w) (no bias): the directional derivative along (dx, dw).
+TEST_CASE("jvp of rms_norm and of layer_norm without a bias, in both operands") {
+  constexpr auto x = kiln::input<"x", 2, double>();
+  constexpr auto w = kiln::param<"w", 1, double>();
+  constexpr auto dx = kiln::input<"dx", 2, double>();
+  constexpr auto dw = kiln::input<"dw", 1, double>();
+  const auto xt = kiln::randn<double>({4, 6}, 32), wt = kiln::randn<double>({6}, 33);
+  const auto dxt = kiln::randn<double>({4, 6}, 34), dwt = kiln::randn<double>({6}, 35);
+  const auto check = [&](const std::string& name, auto y) {
+    auto f = kiln::compile(y);
+    auto t = kiln::compile(kiln::jvp(y, kiln::tangent(x, dx), kiln::tangent(w, dw)));
+    auto move = [&](double s) {
+      kiln::Tensor<double> xs = xt, ws = wt;
+      for (std::size_t i = 0; i < xs.numel(); ++i) xs[i] += s * dxt[i];
+      for (std::size_t i = 0; i < ws.numel(); ++i) ws[i] += s * dwt[i];
+      return f(x = xs, w = ws);
+    };
+    const auto yu = move(gradcheck::kStep), yd = move(-gradcheck::kStep);
+    std::vector<double> numeric(yu.numel());
+    for (std::size_t i = 0; i < numeric.size(); ++i) numeric[i] = (yu[i] - yd[i]) / (2 * gradcheck::kStep);
+    gradcheck::check(name, t(x = xt, w = wt, dx = dxt, dw = dwt), numeric);
+  };
+  check("rms_norm", kiln::rms_norm(x, w, 1e-6));
+  check("layer_norm without a bias", kiln::layer_norm(x, w, 1e-5));
 }
 
 TEST_CASE("a Hessian-vector product: jvp of grad") {

@@ -22,6 +22,8 @@ inline void unary_rules() {
   unary<2>("gelu", [](auto x) { return kiln::gelu(x); }, s, -3, 3);
   unary<2>("gelu_tanh", [](auto x) { return kiln::gelu_tanh(x); }, s, -3, 3);
   unary<2>("square", [](auto x) { return kiln::square(x); }, s, -2, 2);
+  unary<2>("silu", [](auto x) { return kiln::silu(x); }, s, -4, 4);
+  unary<2>("softcap 1.5", [](auto x) { return kiln::softcap(x, 1.5); }, s, -4, 4);
   unary<2>("pow 3", [](auto x) { return kiln::pow(x, 3); }, s, -2, 2);
   unary<2>("pow 0.5", [](auto x) { return kiln::pow(x, 0.5); }, s, 0.5, 3);
   unary<2>("scalar arithmetic", [](auto x) { return 2 / (x * x + 1) - 3 * x; }, s, -2, 2);
@@ -35,6 +37,7 @@ inline void binary_rules() {
   binary<2, 2>("mul, a column", [](auto a, auto b) { return a * b; }, m, col, -2, 2);
   binary<2, 1>("div, a row", [](auto a, auto b) { return a / b; }, m, row, 0.5, 2);
   binary<2, 2>("maximum", [](auto a, auto b) { return kiln::maximum(a, b); }, m, m, -2, 2);
+  binary<2, 1>("swiglu, up a row", [](auto a, auto b) { return kiln::swiglu(a, b); }, m, row, -3, 3);
   binary<2, 1>("minimum, a row", [](auto a, auto b) { return kiln::minimum(a, b); }, m, row, -2, 2);
   binary<2, 2>("where", [](auto a, auto b) { return kiln::where(a > b, a * b, b - a); }, m, m, -2, 2);
   binary<1, 2>("a row as the first operand", [](auto a, auto b) { return a * kiln::exp(b); }, row, m, -1, 1);

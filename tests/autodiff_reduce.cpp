@@ -4,3 +4,6 @@
 
 TEST_CASE("reductions") { autodiff_reduce_cases::reductions(); }
 TEST_CASE("row ops: softmax, log_softmax, layer_norm") { autodiff_reduce_cases::row_ops(); }
+TEST_CASE("row ops: rms_norm and layer_norm without a bias") {
+  autodiff_reduce_cases::rms_norm_and_layer_norm_without_bias();
+}

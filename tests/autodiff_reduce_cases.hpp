@@ -39,4 +39,25 @@ inline void row_ops() {
   check("layer_norm beta", db.cpu(), numeric_gradient(bt, [&](const auto& v) { return f(x = xt, g = gt, b = v, r = rt)[0]; }));
 }
 
+// rms_norm (and its Gemma form, weight 1 + w) and layer_norm without a bias, in x and the weight.
+inline void rms_norm_and_layer_norm_without_bias() {
+  using gradcheck::check, gradcheck::numeric_gradient;
+  constexpr auto x = kiln::input<"x", 2, double>();
+  constexpr auto w = kiln::param<"w", 1, double>();
+  constexpr auto r = kiln::input<"r", 2, double>();
+  const auto xt = kiln::randn<double>({4, 7}, 10), wt = kiln::randn<double>({7}, 11);
+  const auto rt = kiln::randn<double>({4, 7}, 12);
+  const auto dev = cases::device();
+  const auto both = [&](const std::string& name, auto loss) {
+    auto [gx, gw] = kiln::grad(loss, x, w);
+    auto f = kiln::compile(loss);
+    auto [dx, dw] = kiln::compile(kiln::outputs(gx, gw))(x = xt.to(dev), w = wt.to(dev), r = rt.to(dev));
+    check(name + " x", dx.cpu(), numeric_gradient(xt, [&](const auto& v) { return f(x = v, w = wt, r = rt)[0]; }));
+    check(name + " weight", dw.cpu(), numeric_gradient(wt, [&](const auto& v) { return f(x = xt, w = v, r = rt)[0]; }));
+  };
+  both("rms_norm", kiln::sum(kiln::rms_norm(x, w, 1e-6) * r));
+  both("rms_norm, weight 1 + w", kiln::sum(kiln::rms_norm(x * 0.5, 1 + w, 1e-6) * r));
+  both("layer_norm without a bias", kiln::sum(kiln::layer_norm(x, w, 1e-5) * r));
+}
+
 }  // namespace autodiff_reduce_cases

@@ -46,6 +46,12 @@ void pointwise(kiln::Device dev) {
     check(kiln::compile(y)(x = xt), want);
     check(kiln::eager(y)(x = xt), want, 2.0);  // eager stores every intermediate in S
   }
+  // silu, swiglu and softcap, in one kernel: its maths in float, one rounding to S.
+  constexpr auto z = kiln::swiglu(x, x * 0.5f) + kiln::softcap(x * 8.0f, 5.0) - kiln::silu(x);
+  const auto xt = randn_on<S>({37, 96}, 12, dev);
+  check(kiln::compile(z)(x = xt), ref::map(ref::from(xt.cpu()), [](double v) {
+          return ref::silu(v) * 0.5 * v + 5 * std::tanh(8 * v / 5) - ref::silu(v);
+        }));
 }
 
 template <class S>
@@ -58,6 +64,8 @@ void row_ops(kiln::Device dev) {
   const auto gt = randn_on<S>({768}, 23, dev), bt = randn_on<S>({768}, 24, dev);
   const auto ln = ref::layer_norm(add(ref::from(xt.cpu()), ref::from(rt.cpu())), ref::from(gt.cpu()), ref::from(bt.cpu()), 1e-5);
   check(kiln::compile(kiln::layer_norm(x + r, g, b, 1e-5))(x = xt, r = rt, g = gt, b = bt), ln);
+  const auto rms = ref::rms_norm(add(ref::from(xt.cpu()), ref::from(rt.cpu())), ref::from(gt.cpu()), 1e-6);
+  check(kiln::compile(kiln::rms_norm(x + r, g, 1e-6))(x = xt, r = rt, g = gt), rms);
   // softmax over short rows (a warp per row on the GPU) and long ones (a block per row)
   for (std::size_t cols : {1024, 5000}) {
     const auto st = randn_on<S>({9, cols}, 25 + cols, dev, 4.0);
@@ -142,7 +150,7 @@ void gradients(kiln::Device dev) {
 template <class S>
 void all(kiln::Device dev) {
   SUBCASE("pointwise") { pointwise<S>(dev); }
-  SUBCASE("layer_norm and softmax") { row_ops<S>(dev); }
+  SUBCASE("layer_norm, rms_norm and softmax") { row_ops<S>(dev); }
   SUBCASE("reductions") { reductions<S>(dev); }
   SUBCASE("matmul: a transformer FFN") { matmul_ffn<S>(dev); }
   SUBCASE("gradients") { gradients<S>(dev); }

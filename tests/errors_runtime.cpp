@@ -39,6 +39,23 @@ TEST_CASE("broadcast failures name the op") {
   CHECK(message_of([&] { f(a = at, b = bt); }) == "mul: shapes cannot be broadcast: [4, 3] and [5, 3]");
 }
 
+// The norms' weights broadcast against the row: a weight of another length than the rows is
+// the broadcast error of the multiply by it, naming both shapes, before any kernel runs.
+TEST_CASE("layer_norm and rms_norm with a weight of the wrong length") {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto g = kiln::param<"g", 1>();
+  constexpr auto b = kiln::param<"b", 1>();
+  const kiln::Tensor<float> xt = kiln::randn<float>({4, 7}, 1), bad = kiln::randn<float>({5}, 2),
+                            bt = kiln::randn<float>({7}, 3);
+  auto ln = kiln::compile(kiln::layer_norm(x, g, b, 1e-5));
+  auto ln_no_bias = kiln::compile(kiln::layer_norm(x, g));
+  auto rms = kiln::compile(kiln::rms_norm(x, g));
+  CHECK(message_of([&] { ln(x = xt, g = bad, b = bt); }) == "mul: shapes cannot be broadcast: [4, 7] and [5]");
+  CHECK(message_of([&] { ln_no_bias(x = xt, g = bad); }) == "mul: shapes cannot be broadcast: [4, 7] and [5]");
+  CHECK(message_of([&] { rms(x = xt, g = bad); }) == "mul: shapes cannot be broadcast: [4, 7] and [5]");
+  CHECK(rms(x = xt, g = bt).shape() == kiln::Shape{4, 7});  // still usable
+}
+
 TEST_CASE("reshape to a different element count") {
   constexpr auto a = kiln::input<"a", 2>();
   auto f = kiln::compile(kiln::reshape(a, {5, -1}));

@@ -56,4 +56,44 @@ inline void add_and_layer_norm_one_kernel() {
                    ref::layer_norm(ref::from(xdt.cpu()), ref::from(gdt.cpu()), ref::from(bdt.cpu()), 1e-12), 1e-11, 1e-12);
 }
 
+// rms_norm(x + r, w), Llama's, and rms_norm(x, 1 + w), Gemma's, each one kernel, f32 and f64;
+// layer_norm without a bias, one kernel.
+inline void rms_norm_and_layer_norm_without_bias() {
+  constexpr auto x = kiln::input<"x", 3>();
+  constexpr auto r = kiln::input<"r", 3>();
+  constexpr auto w = kiln::param<"w", 1>();
+  const auto add = [](double p, double q) { return p + q; };
+  const auto xt = cases::randn({3, 17, 768}, 91), rt = cases::randn({3, 17, 768}, 92), wt = cases::randn({768}, 93);
+  const auto rx = ref::from(xt.cpu()), rr = ref::from(rt.cpu()), rw = ref::from(wt.cpu());
+  {
+    auto f = kiln::compile(kiln::rms_norm(x + r, w, 1e-6));
+    auto e = kiln::eager(kiln::rms_norm(x + r, w, 1e-6));
+    CHECK(f.kernel_count() == 1);
+    const auto want = ref::rms_norm(ref::zip(rx, rr, add), rw, 1e-6);
+    ref::check_close(f(x = xt, r = rt, w = wt).cpu(), want, 1e-4, 1e-5);
+    ref::check_close(e(x = xt, r = rt, w = wt).cpu(), want, 1e-4, 1e-5);
+  }
+  {
+    auto f = kiln::compile(kiln::rms_norm(x, 1 + w, 1e-6));
+    CHECK(f.kernel_count() == 1);
+    const auto want = ref::rms_norm(rx, ref::map(rw, [](double v) { return 1 + v; }), 1e-6);
+    ref::check_close(f(x = xt, w = wt).cpu(), want, 1e-4, 1e-5);
+  }
+  {
+    auto f = kiln::compile(kiln::layer_norm(x + r, w, 1e-5));
+    auto e = kiln::eager(kiln::layer_norm(x + r, w));
+    CHECK(f.kernel_count() == 1);
+    const auto want = ref::layer_norm(ref::zip(rx, rr, add), rw, ref::zeros({768}), 1e-5);
+    ref::check_close(f(x = xt, r = rt, w = wt).cpu(), want, 1e-4, 1e-5);
+    ref::check_close(e(x = xt, r = rt, w = wt).cpu(), want, 1e-4, 1e-5);
+  }
+  constexpr auto xd = kiln::input<"xd", 2, double>();
+  constexpr auto wd = kiln::param<"wd", 1, double>();
+  const auto xdt = cases::randn<double>({5, 40}, 94), wdt = cases::randn<double>({40}, 95);
+  ref::check_close(kiln::compile(kiln::rms_norm(xd, wd, 1e-12))(xd = xdt, wd = wdt).cpu(),
+                   ref::rms_norm(ref::from(xdt.cpu()), ref::from(wdt.cpu()), 1e-12), 1e-11, 1e-12);
+  ref::check_close(kiln::compile(kiln::layer_norm(xd, wd, 1e-12))(xd = xdt, wd = wdt).cpu(),
+                   ref::layer_norm(ref::from(xdt.cpu()), ref::from(wdt.cpu()), ref::zeros({40}), 1e-12), 1e-11, 1e-12);
+}
+
 }  // namespace normalization_cases

@@ -77,6 +77,9 @@ void all_unary() {
   unary<T>("gelu", [](auto x) { return kiln::gelu(x); }, ref::gelu, -6, 6);
   unary<T>("gelu_tanh", [](auto x) { return kiln::gelu_tanh(x); }, ref::gelu_tanh, -6, 6);
   unary<T>("square", [](auto x) { return kiln::square(x); }, [](double v) { return v * v; }, -5, 5);
+  unary<T>("silu", [](auto x) { return kiln::silu(x); }, ref::silu, -20, 20);
+  unary<T>("softcap 30", [](auto x) { return kiln::softcap(x, 30.0); }, [](double v) { return 30 * std::tanh(v / 30); },
+           -100, 100);
   unary<T>("pow 2.5", [](auto x) { return kiln::pow(x, 2.5); }, [](double v) { return std::pow(v, 2.5); }, 0, 10,
            std::is_same_v<T, float> ? 5e-6 : 1e-12);
   unary<T>("pow -1 (negative base)", [](auto x) { return kiln::pow(x, -1); }, [](double v) { return 1 / v; }, -5, -0.1);
@@ -100,6 +103,8 @@ void all_binary() {
             [](double p, double q) { return p < q ? 2 * p : q; }, -5, 5);
   binary<T>("where with a scalar branch", [](auto a, auto b) { return kiln::where(a >= b, 0.0, a - b); },
             [](double p, double q) { return p >= q ? 0.0 : p - q; }, -5, 5);
+  binary<T>("swiglu", [](auto a, auto b) { return kiln::swiglu(a, b); },
+            [](double p, double q) { return ref::silu(p) * q; }, -8, 8);
   binary<T>("chain", [](auto a, auto b) { return kiln::tanh(a * b + 1) - kiln::exp(-kiln::square(b)) / (1 + kiln::abs(a)); },
             [](double p, double q) { return std::tanh(p * q + 1) - std::exp(-q * q) / (1 + std::abs(p)); }, -3, 3);
 }

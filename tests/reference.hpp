@@ -169,6 +169,13 @@ inline Array layer_norm(const Array& x, const Array& g, const Array& b, double e
   return zip(zip(n, g, [](double p, double q) { return p * q; }), b, [](double p, double q) { return p + q; });
 }
 
+inline Array rms_norm(const Array& x, const Array& w, double eps) {
+  const int last = static_cast<int>(x.shape.size()) - 1;
+  const Array ms = reduce(map(x, [](double v) { return v * v; }), last, Red::Mean, true);
+  const Array n = zip(x, ms, [eps](double p, double m) { return p / std::sqrt(m + eps); });
+  return zip(n, w, [](double p, double q) { return p * q; });
+}
+
 inline double gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 // x/2 (1 + tanh u) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): the second form,
 // because 1 + tanh u cancels in double too (0 for u below about -19).
@@ -176,6 +183,7 @@ inline double gelu_tanh(double x) {
   return x / (1 + std::exp(-2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 // Element type tolerances: |got - want| <= atol + rtol |want|.
 template <class T>

@@ -1,4 +1,4 @@
-// matmul and the row ops (softmax, log_softmax, layer_norm) on the GPU: the CPU suites' cases
+// matmul and the row ops (softmax, log_softmax, layer_norm, rms_norm) on the GPU: the CPU suites' cases
 // (matmul_cases.hpp, normalization_cases.hpp) with the inputs on the device, against the
 // float64 reference with the CPU's tolerances (cuBLASLt computes f32 products in f32, without
 // TF32, so the CPU's 1e-4 holds). Part of test_cuda_ops_suites.
@@ -26,4 +26,7 @@ TEST_SUITE("normalization on the GPU") {
     softmax_and_log_softmax_with_large_logits();
   }
   TEST_CASE_FIXTURE(OnGpu, "add + layer_norm, one kernel, f32 and f64") { add_and_layer_norm_one_kernel(); }
+  TEST_CASE_FIXTURE(OnGpu, "rms_norm (Llama's and Gemma's forms) and layer_norm without a bias, f32 and f64") {
+    rms_norm_and_layer_norm_without_bias();
+  }
 }

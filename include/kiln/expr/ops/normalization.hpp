@@ -52,42 +52,86 @@ struct LogSoftmax {
   }
 };
 
-// layer_norm(x) = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, with the
-// biased variance var = mean (x - mean)^2, as PyTorch computes it.
+// layer_norm(x) = (x - mean) / sqrt(var + eps) * gamma [+ beta] over the last axis, with the
+// biased variance var = mean (x - mean)^2, as PyTorch computes it; beta is optional.
 struct LayerNorm {
   static constexpr NodeKind kind = NodeKind::Pointwise;
   static constexpr bool composite = true;
   static constexpr const char* name = "layer_norm";
   double eps;
-  template <class X, class G, class B>
-  constexpr auto expand(X x, G gamma, B beta) const {
+  template <class X, class G, class... B>
+  constexpr auto expand(X x, G gamma, B... beta) const {
     auto centred = x - kiln::mean<-1, true>(x);
     auto var = kiln::mean<-1, true>(kiln::square(centred));
-    return centred * kiln::rsqrt(var + static_cast<compute_t<typename X::dtype>>(eps)) * gamma + beta;
+    auto scaled = centred * kiln::rsqrt(var + static_cast<compute_t<typename X::dtype>>(eps)) * gamma;
+    if constexpr (sizeof...(B) == 0) return scaled;
+    else return (scaled + ... + beta);
   }
   // With xhat = (x - mean) rstd and d = g gamma: dx = rstd (d - mean(d) - xhat mean(d xhat)),
   // dgamma = sum of g xhat, dbeta = sum of g (summed down to their shapes).
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
-    const auto& [x, gamma, beta] = y.children;
+    const auto& x = std::get<0>(y.children);
+    const auto& gamma = std::get<1>(y.children);
     const auto centred = x - kiln::mean<-1, true>(x);
     const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<compute_t<typename G::dtype>>(y.op.eps));
     const auto xhat = centred * rstd;
     const auto d = g * gamma;
-    return std::tuple{unbroadcast(rstd * (d - kiln::mean<-1, true>(d) - xhat * kiln::mean<-1, true>(d * xhat)), x),
-                      unbroadcast(g * xhat, gamma), unbroadcast(g, beta)};
+    auto dx = unbroadcast(rstd * (d - kiln::mean<-1, true>(d) - xhat * kiln::mean<-1, true>(d * xhat)), x);
+    if constexpr (std::tuple_size_v<decltype(y.children)> == 2) return std::tuple{dx, unbroadcast(g * xhat, gamma)};
+    else return std::tuple{dx, unbroadcast(g * xhat, gamma), unbroadcast(g, std::get<2>(y.children))};
   }
-  // dy = rstd (tx - mean(tx) - xhat mean(tx xhat)) gamma + xhat tgamma + tbeta.
-  template <class N, class Tx, class Tg, class Tb>
-  static constexpr auto jvp(const N& y, const Tx& tx, const Tg& tg, const Tb& tb) {
-    const auto& [x, gamma, beta] = y.children;
+  // dy = rstd (tx - mean(tx) - xhat mean(tx xhat)) gamma + xhat tgamma [+ tbeta].
+  template <class N, class Tx, class Tg, class... Tb>
+  static constexpr auto jvp(const N& y, const Tx& tx, const Tg& tg, const Tb&... tb) {
+    const auto& x = std::get<0>(y.children);
+    const auto& gamma = std::get<1>(y.children);
     const auto centred = x - kiln::mean<-1, true>(x);
     const auto rstd = kiln::rsqrt(kiln::mean<-1, true>(kiln::square(centred)) + static_cast<compute_t<typename N::dtype>>(y.op.eps));
     const auto xhat = centred * rstd;
     using namespace autodiff;
     const auto dxhat = tangent_apply(
         [&](const auto& t) { return rstd * (t - kiln::mean<-1, true>(t) - xhat * kiln::mean<-1, true>(t * xhat)); }, tx);
-    return add_cotangents(add_cotangents(tangent_mul(dxhat, gamma), tangent_mul(tg, xhat)), tb);
+    const auto scaled = add_cotangents(tangent_mul(dxhat, gamma), tangent_mul(tg, xhat));
+    if constexpr (sizeof...(Tb) == 0) return scaled;
+    else return add_cotangents(scaled, tb...);
+  }
+};
+
+// rms_norm(x) = x / sqrt(mean(x^2) + eps) * weight over the last axis, as Llama's RMSNorm
+// (no centring, no bias). Gemma's form, x / rms (1 + w), is rms_norm(x, 1 + w, eps).
+struct RmsNorm {
+  static constexpr NodeKind kind = NodeKind::Pointwise;
+  static constexpr bool composite = true;
+  static constexpr const char* name = "rms_norm";
+  double eps;
+  template <class X, class W>
+  constexpr auto expand(X x, W weight) const {
+    auto ms = kiln::mean<-1, true>(kiln::square(x));
+    return x * kiln::rsqrt(ms + static_cast<compute_t<typename X::dtype>>(eps)) * weight;
+  }
+  // With r = 1 / sqrt(mean(x^2) + eps), xhat = x r and d = g weight (dr/dx = -r^3 x / n):
+  // dx = r (d - xhat mean(d xhat)), dweight = sum of g xhat (summed down to its shape).
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& [x, weight] = y.children;
+    const auto r =
+        kiln::rsqrt(kiln::mean<-1, true>(kiln::square(x)) + static_cast<compute_t<typename G::dtype>>(y.op.eps));
+    const auto xhat = x * r;
+    const auto d = g * weight;
+    return std::tuple{unbroadcast(r * (d - xhat * kiln::mean<-1, true>(d * xhat)), x), unbroadcast(g * xhat, weight)};
+  }
+  // dy = r (tx - xhat mean(tx xhat)) weight + xhat tweight.
+  template <class N, class Tx, class Tw>
+  static constexpr auto jvp(const N& y, const Tx& tx, const Tw& tw) {
+    const auto& [x, weight] = y.children;
+    const auto r =
+        kiln::rsqrt(kiln::mean<-1, true>(kiln::square(x)) + static_cast<compute_t<typename N::dtype>>(y.op.eps));
+    const auto xhat = x * r;
+    using namespace autodiff;
+    const auto dxhat =
+        tangent_apply([&](const auto& t) { return r * (t - xhat * kiln::mean<-1, true>(t * xhat)); }, tx);
+    return add_cotangents(tangent_mul(dxhat, weight), tangent_mul(tw, xhat));
   }
 };
 
@@ -107,6 +151,22 @@ constexpr auto layer_norm(X x, G gamma, B beta, double eps = 1e-5) {
   static_assert(std::is_same_v<typename X::dtype, typename G::dtype> && std::is_same_v<typename X::dtype, typename B::dtype>,
                 "kiln::layer_norm: x, gamma and beta must have one element type");
   return Node<LayerNorm, X, G, B>(LayerNorm{eps}, x, gamma, beta);
+}
+// layer_norm without a bias (torch.nn.LayerNorm(bias=False)).
+template <Expression X, Expression G>
+constexpr auto layer_norm(X x, G gamma, double eps = 1e-5) {
+  static_assert(X::rank >= 1, "kiln::layer_norm works over the last axis, so its operand needs rank >= 1");
+  static_assert(std::is_same_v<typename X::dtype, typename G::dtype>,
+                "kiln::layer_norm: x and gamma must have one element type");
+  return Node<LayerNorm, X, G>(LayerNorm{eps}, x, gamma);
+}
+// eps defaults to Llama's 1e-6.
+template <Expression X, Expression W>
+constexpr auto rms_norm(X x, W weight, double eps = 1e-6) {
+  static_assert(X::rank >= 1, "kiln::rms_norm works over the last axis, so its operand needs rank >= 1");
+  static_assert(std::is_same_v<typename X::dtype, typename W::dtype>,
+                "kiln::rms_norm: x and weight must have one element type");
+  return Node<RmsNorm, X, W>(RmsNorm{eps}, x, weight);
 }
 
 }  // namespace kiln

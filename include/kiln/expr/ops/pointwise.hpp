@@ -90,6 +90,9 @@ KILN_UNARY(GeluTanh, gelu_tanh, x * math::sigmoid<Bits>(T(1.5957691216057307) * 
                 x * sigmoid((x + x * x * x * 0.044715) * 1.5957691216057307) *
                     sigmoid((x + x * x * x * 0.044715) * -1.5957691216057307) * ((x * x * 0.134145 + 1) * 1.5957691216057307)))
 KILN_UNARY(Square, square, x * x, g * x * 2)
+// silu x = x sigmoid(x) (swish with beta = 1). d/dx = s + x s (1 - s) = s (1 + x sigmoid(-x)),
+// s = sigmoid(x); sigmoid(-x) rather than 1 - s, which cancels for large x.
+KILN_UNARY(Silu, silu, x * math::sigmoid<Bits>(x), g * (sigmoid(x) * (x * sigmoid(-x) + 1)))
 #undef KILN_UNARY
 
 // KILN_BINARY(Struct, name, formula in a and b of type T, vjp in a, b, y = f(a, b), g): the
@@ -198,6 +201,21 @@ template <Expression C, class A, class B>
 constexpr auto where(C c, A a, B b) {
   using E = std::conditional_t<Expression<A>, A, B>;
   return detail::make_pointwise<Where>(c, detail::as_operand<E>(a), detail::as_operand<E>(b));
+}
+
+// swiglu(gate, up) = silu(gate) up, the gated linear unit of Llama's MLP; gate and up
+// broadcast. A composition: one fused pointwise kernel, derivatives from silu's and mul's.
+template <Expression G, Expression U>
+constexpr auto swiglu(G gate, U up) {
+  return silu(gate) * up;
+}
+
+// softcap(x, c) = c tanh(x / c), Gemma 2's soft capping of logits to (-c, c), c > 0; near x
+// where |x| is much less than c. A composition: one fused pointwise kernel; its derivative,
+// 1 - tanh^2(x / c), comes from tanh's rule.
+template <Expression X>
+constexpr auto softcap(X x, double c) {
+  return tanh(x / c) * c;
 }
 
 }  // namespace kiln
