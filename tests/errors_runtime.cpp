@@ -116,3 +116,10 @@ TEST_CASE("a result whose size overflows is a ShapeError naming the op, before a
   const kiln::Tensor<float> small_a = kiln::randn<float>({2, 3}, 1), small_b = kiln::randn<float>({3, 2}, 2);
   CHECK(mm(a = small_a, b = small_b).shape() == kiln::Shape{2, 2});
 }
+
+TEST_CASE("softcap with a cap that is not positive and finite is a ValueError") {
+  constexpr auto x = kiln::input<"x", 1>();
+  for (double c : {0.0, -2.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()})
+    CHECK_THROWS_WITH_AS(kiln::softcap(x, c), "kiln::softcap: the cap c must be positive and finite", kiln::ValueError);
+  CHECK_NOTHROW(kiln::softcap(x, 30.0));
+}

@@ -3,9 +3,11 @@
 // Comparisons yield 1 or 0 in the operands' element type; where(c, a, b) picks a where c != 0.
 #pragma once
 #include <algorithm>
+#include <limits>
 
-#include "kiln/expr/zero.hpp"
+#include "kiln/core/errors.hpp"
 #include "kiln/core/math.hpp"
+#include "kiln/expr/zero.hpp"
 #include "kiln/expr/node.hpp"
 
 namespace kiln {
@@ -210,11 +212,14 @@ constexpr auto swiglu(G gate, U up) {
   return silu(gate) * up;
 }
 
-// softcap(x, c) = c tanh(x / c), Gemma 2's soft capping of logits to (-c, c), c > 0; near x
-// where |x| is much less than c. A composition: one fused pointwise kernel; its derivative,
-// 1 - tanh^2(x / c), comes from tanh's rule.
+// softcap(x, c) = c tanh(x / c), Gemma 2's soft capping of logits to (-c, c), about x where
+// |x| is much less than c. A composition: one fused pointwise kernel; its derivative,
+// 1 - tanh^2(x / c), comes from tanh's rule. c must be positive and finite: a constant
+// expression with another c does not compile, a run-time one throws ValueError.
 template <Expression X>
 constexpr auto softcap(X x, double c) {
+  if (!(c > 0 && c < std::numeric_limits<double>::infinity()))
+    throw ValueError("kiln::softcap: the cap c must be positive and finite");
   return tanh(x / c) * c;
 }
 
