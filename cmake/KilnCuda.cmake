@@ -49,7 +49,6 @@ function(kiln_cuda_executable name)
     COMMAND_EXPAND_LISTS VERBATIM)
   add_executable(${name} ${gen})
   target_link_libraries(${name} PRIVATE ${name}_host)
-  # kiln's headers are C++20 in device code too, whatever the calling project's default.
   # kiln's headers are C++20 in device code too, whatever the calling project's default. CMake
   # 3.25 knows no C++20 flag for nvcc (newer CMake does); it is named in the caller's directory,
   # where the target is generated.

@@ -1,21 +1,34 @@
-# ctest driver: install kiln from the build tree into a fresh prefix, then configure, build and
-# run the consumer project against it with find_package(kiln).
-set(prefix ${WORK}/prefix)
+# ctest driver: configure, build and run a consumer project (SOURCE) against kiln, in WORK.
+# MODE=package (the default): kiln installed from the build tree BUILD into a fresh prefix and
+# taken with find_package; MODE=subdirectory: kiln's source tree KILN_SOURCE taken with
+# add_subdirectory. EXECUTABLE names the program to run (default consumer); CUDA_ARCHITECTURES,
+# when given, is passed on for a project that builds CUDA code.
 file(REMOVE_RECURSE ${WORK})
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix} RESULT_VARIABLE rc OUTPUT_QUIET)
-if(rc)
-  message(FATAL_ERROR "cmake --install failed")
+if(NOT EXECUTABLE)
+  set(EXECUTABLE consumer)
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/build -DCMAKE_PREFIX_PATH=${prefix}
-                        -DCMAKE_BUILD_TYPE=Release RESULT_VARIABLE rc)
+set(args -DCMAKE_BUILD_TYPE=Release)
+if(CUDA_ARCHITECTURES)
+  list(APPEND args -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES})
+endif()
+if(MODE STREQUAL "subdirectory")
+  list(APPEND args -DKILN_SOURCE=${KILN_SOURCE})
+else()
+  execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/prefix RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(rc)
+    message(FATAL_ERROR "cmake --install failed")
+  endif()
+  list(APPEND args -DCMAKE_PREFIX_PATH=${WORK}/prefix)
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/build ${args} RESULT_VARIABLE rc)
 if(rc)
-  message(FATAL_ERROR "configuring the consumer failed")
+  message(FATAL_ERROR "configuring the consumer ${EXECUTABLE} failed")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE rc)
 if(rc)
-  message(FATAL_ERROR "building the consumer failed")
+  message(FATAL_ERROR "building the consumer ${EXECUTABLE} failed")
 endif()
-execute_process(COMMAND ${WORK}/build/consumer RESULT_VARIABLE rc)
+execute_process(COMMAND ${WORK}/build/${EXECUTABLE} RESULT_VARIABLE rc)
 if(rc)
-  message(FATAL_ERROR "the consumer failed")
+  message(FATAL_ERROR "the consumer ${EXECUTABLE} failed")
 endif()
