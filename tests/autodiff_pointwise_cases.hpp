@@ -17,6 +17,8 @@ inline void unary_rules() {
   unary<2>("rsqrt", [](auto x) { return kiln::rsqrt(x); }, s, 0.5, 3);
   unary<2>("abs", [](auto x) { return kiln::abs(x); }, s, -2, 2);
   unary<2>("tanh", [](auto x) { return kiln::tanh(x); }, s, -2, 2);
+  unary<2>("sin", [](auto x) { return kiln::sin(x); }, s, -4, 4);
+  unary<2>("cos", [](auto x) { return kiln::cos(x); }, s, -4, 4);
   unary<2>("sigmoid", [](auto x) { return kiln::sigmoid(x); }, s, -3, 3);
   unary<2>("relu", [](auto x) { return kiln::relu(x); }, s, -2, 2);
   unary<2>("gelu", [](auto x) { return kiln::gelu(x); }, s, -3, 3);

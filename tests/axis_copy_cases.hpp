@@ -18,9 +18,7 @@ inline ref::Array concat(const ref::Array& a, const ref::Array& b, int axis) {
     const bool first = idx[axis] < a.shape[axis];
     if (!first) idx[axis] -= a.shape[axis];
     const ref::Array& src = first ? a : b;
-    std::size_t off = 0;
-    for (std::size_t d = 0; d < idx.size(); ++d) off = off * src.shape[d] + idx[d];
-    out.data[i] = src.data[off];
+    out.data[i] = src.data[ref::ravel(idx, src.shape)];
   }
   return out;
 }
@@ -31,9 +29,7 @@ inline ref::Array slice(const ref::Array& a, int axis, std::size_t begin, std::s
   for (std::size_t i = 0; i < out.numel(); ++i) {
     auto idx = ref::unravel(i, s);
     idx[axis] += begin;
-    std::size_t off = 0;
-    for (std::size_t d = 0; d < idx.size(); ++d) off = off * a.shape[d] + idx[d];
-    out.data[i] = a.data[off];
+    out.data[i] = a.data[ref::ravel(idx, a.shape)];
   }
   return out;
 }
@@ -112,6 +108,44 @@ inline void gradients() {
                           -1, 1);
   gradcheck::binary<2, 2>("extract", [](auto a, auto b) { return kiln::exp(kiln::extract<1, 1>(a, b)) * b; }, {3, 6}, {3, 4},
                           -1, 1);
+}
+
+// A fused QKV projection's output split three ways, along the last axis and along the first.
+inline void chunk_and_split() {
+  constexpr auto x = kiln::input<"x", 3>();
+  auto [q, k, v] = kiln::chunk<3, -1>(x);
+  auto parts = kiln::compile(kiln::outputs(q, k * 2, v));
+  auto [p0, p1] = kiln::chunk<2, 0>(x);
+  auto rows = kiln::compile(p0 - p1);
+  auto [head, tail] = kiln::split<1, 1, 3>(x);
+  auto split = kiln::compile(kiln::outputs(head, tail));
+  const auto xt = cases::randn({4, 5, 12}, 313);
+  const auto rx = ref::from(xt.cpu());
+  auto [qt, kt, vt] = parts(x = xt);
+  ref::check_close(qt.cpu(), slice(rx, 2, 0, 4), 0, 0);
+  ref::check_close(kt.cpu(), ref::map(slice(rx, 2, 4, 8), [](double e) { return 2 * e; }), 0, 0);
+  ref::check_close(vt.cpu(), slice(rx, 2, 8, 12), 0, 0);
+  ref::check_close(rows(x = xt).cpu(), ref::zip(slice(rx, 0, 0, 2), slice(rx, 0, 2, 4), [](double a, double b) { return a - b; }));
+  auto [ht, tt] = split(x = xt);
+  ref::check_close(ht.cpu(), slice(rx, 1, 0, 1), 0, 0);
+  ref::check_close(tt.cpu(), slice(rx, 1, 1, 4), 0, 0);
+  // The extent is the shapes' business, not the type's: the same program splits 3 x 7 as well.
+  const auto wide = cases::randn({2, 3, 21}, 314);
+  ref::check_close(std::get<2>(parts(x = wide)).cpu(), slice(ref::from(wide.cpu()), 2, 14, 21), 0, 0);
+  CHECK_THROWS_WITH_AS(parts(x = cases::randn({2, 3, 10}, 315)),
+                       doctest::Contains("chunk into 3 parts along axis 2 of shape [2, 3, 10]"), kiln::ShapeError);
+  CHECK_THROWS_WITH_AS(split(x = cases::randn({2, 3, 8}, 316)), doctest::Contains("ends past the axis"), kiln::ShapeError);
+}
+
+inline void chunk_gradients() {
+  gradcheck::unary<2>("chunk<3, -1>", [](auto x) {
+    auto [a, b, c] = kiln::chunk<3, -1>(x);
+    return a * b + kiln::exp(c);
+  }, {2, 9}, -1, 1);
+  gradcheck::unary<3>("split<0, 1, 2>", [](auto x) {
+    auto [a, b] = kiln::split<0, 1, 2>(x);
+    return kiln::tanh(a) * b;
+  }, {3, 2, 4}, -1, 1);
 }
 
 }  // namespace axis_copy_cases

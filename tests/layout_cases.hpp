@@ -1,9 +1,10 @@
-// transpose and reshape: views read through strides, copies only where a contiguous value is
-// needed (a reshape of a transpose, an output that is a view or an input). Included by
+// permute, transpose and reshape: views read through strides, copies only where a contiguous
+// value is needed (a reshape of a transpose, a GEMM operand without a unit stride, an output
+// that is a view or an input). Included by
 // ops_layout.cpp and by cuda/cuda_broadcast_layout.cpp, which runs the same cases with the
 // inputs on the GPU (on_device.hpp).
 #pragma once
-#include "on_device.hpp"
+#include "gradcheck.hpp"
 
 namespace layout_cases {
 
@@ -57,6 +58,79 @@ inline void outputs_that_are_views_or_inputs_are_copied() {
   ref::check_close(t.cpu(), ref::transpose(ref::from(host)));
   CHECK(r.shape() == kiln::Shape{2, 12});
   for (std::size_t i = 0; i < host.numel(); ++i) CHECK(rh[i] == host[i]);
+}
+
+// The reference: axis d of the result is axis perm[d] of a.
+inline ref::Array permute(const ref::Array& a, const std::vector<int>& perm) {
+  std::vector<std::size_t> s(perm.size());
+  for (std::size_t d = 0; d < perm.size(); ++d) s[d] = a.shape[perm[d]];
+  ref::Array out = ref::zeros(s);
+  for (std::size_t i = 0; i < out.numel(); ++i) {
+    const auto idx = ref::unravel(i, s);
+    std::vector<std::size_t> src(perm.size());
+    for (std::size_t d = 0; d < perm.size(); ++d) src[perm[d]] = idx[d];
+    out.data[i] = a.data[ref::ravel(src, a.shape)];
+  }
+  return out;
+}
+
+inline void permute_and_transpose_of_any_two_axes() {
+  constexpr auto a = kiln::input<"a", 4>();
+  static_assert(std::is_same_v<decltype(kiln::permute<0, 1, 2, 3>(a)), std::remove_const_t<decltype(a)>>,
+                "the identity permutation is its operand");
+  auto f = kiln::compile(kiln::permute<2, 0, 3, 1>(a) + 1);
+  auto t = kiln::compile(kiln::transpose<0, -2>(a) * 2);
+  CHECK(f.kernel_count() == 1);
+  const auto at = cases::randn({2, 3, 5, 4}, 77);
+  const auto ra = ref::from(at.cpu());
+  ref::check_close(f(a = at).cpu(), ref::map(permute(ra, {2, 0, 3, 1}), [](double v) { return v + 1; }));
+  ref::check_close(t(a = at).cpu(), ref::map(permute(ra, {2, 1, 0, 3}), [](double v) { return 2 * v; }));
+  CHECK(f.explain().find("permute<2, 0, 3, 1>(a)") != std::string::npos);
+}
+
+// [B, S, H, D] -> [B, H, S, D] keeps D's unit stride: the GEMM reads the view. Moving D to the
+// front loses it: the view is copied before the GEMM. Either way, the values are the product's.
+inline void permuted_gemm_operands() {
+  constexpr auto q = kiln::input<"q", 3>();
+  constexpr auto k = kiln::input<"k", 3>();
+  auto keeps = kiln::compile(kiln::matmul(kiln::permute<1, 0, 2>(q), kiln::transpose(kiln::permute<1, 0, 2>(k))));
+  auto loses = kiln::compile(kiln::matmul(kiln::permute<2, 1, 0>(q), kiln::permute<0, 2, 1>(k)));
+  CHECK(keeps.kernel_count() == 1);
+  CHECK(loses.kernel_count() == 2);
+  const auto qt = cases::randn({6, 3, 8}, 78), kt = cases::randn({7, 3, 8}, 79);
+  const auto rq = ref::from(qt.cpu()), rk = ref::from(kt.cpu());
+  auto batched_matmul = [](const ref::Array& x, const ref::Array& y) {  // [B, M, K] x [B, K, N]
+    const std::size_t b = x.shape[0], m = x.shape[1], kk = x.shape[2], n = y.shape[2];
+    ref::Array out = ref::zeros({b, m, n});
+    for (std::size_t i = 0; i < b; ++i)
+      for (std::size_t r = 0; r < m; ++r)
+        for (std::size_t c = 0; c < n; ++c)
+          for (std::size_t e = 0; e < kk; ++e)
+            out.data[(i * m + r) * n + c] += x.data[(i * m + r) * kk + e] * y.data[(i * kk + e) * n + c];
+    return out;
+  };
+  ref::check_close(keeps(q = qt, k = kt).cpu(), batched_matmul(permute(rq, {1, 0, 2}), permute(rk, {1, 2, 0})));
+  const auto k2 = cases::randn({8, 5, 6}, 80);  // [8, 3, 6] (q permuted) times [8, 6, 5] (k2 permuted)
+  const auto q2 = cases::randn({6, 3, 8}, 81);
+  ref::check_close(loses(q = q2, k = k2).cpu(),
+                   batched_matmul(permute(ref::from(q2.cpu()), {2, 1, 0}), permute(ref::from(k2.cpu()), {0, 2, 1})));
+}
+
+inline void reshape_of_permute_and_permuted_output_copy() {
+  constexpr auto a = kiln::input<"a", 3>();
+  auto f = kiln::compile(kiln::outputs(kiln::reshape(kiln::permute<1, 2, 0>(a), {-1}), kiln::permute<2, 0, 1>(a)));
+  const auto at = cases::randn({3, 4, 5}, 82);
+  auto [flat, p] = f(a = at);
+  ref::Array want = permute(ref::from(at.cpu()), {1, 2, 0});
+  want.shape = {60};
+  ref::check_close(flat.cpu(), want, 0, 0);
+  ref::check_close(p.cpu(), permute(ref::from(at.cpu()), {2, 0, 1}), 0, 0);
+}
+
+inline void permute_gradients() {
+  gradcheck::unary<4>("permute", [](auto x) { return kiln::exp(kiln::permute<3, 1, 0, 2>(x)); }, {2, 3, 4, 5}, -1, 1);
+  gradcheck::unary<3>("transpose<0, 2> into a GEMM", [](auto x) { return kiln::matmul(kiln::transpose<0, 2>(x), x); },
+                      {4, 4, 4}, -1, 1);
 }
 
 }  // namespace layout_cases

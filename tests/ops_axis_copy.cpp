@@ -1,6 +1,7 @@
-// concat, slice, extract and insert on the CPU: the cases are in axis_copy_cases.hpp (the GPU
-// runs them too); forward mode here.
+// concat, slice, extract, insert, swap_halves and rope on the CPU: the cases are in
+// axis_copy_cases.hpp and rotary_cases.hpp (the GPU runs them too); forward mode here.
 #include "axis_copy_cases.hpp"
+#include "rotary_cases.hpp"
 
 using namespace axis_copy_cases;
 
@@ -10,6 +11,28 @@ TEST_CASE("slice along a middle and the last axis") { slice_along_a_middle_and_t
 TEST_CASE("bad shapes are errors naming the op and the shapes") { bad_shapes_are_errors(); }
 TEST_CASE("a bf16 concat") { a_16_bit_concat(); }
 TEST_CASE("gradients of concat, slice, extract and insert") { gradients(); }
+TEST_CASE("chunk and split") { chunk_and_split(); }
+TEST_CASE("gradients of chunk and split") { chunk_gradients(); }
+
+TEST_CASE("jvp of chunk") {
+  constexpr auto x = kiln::input<"x", 2, double>();
+  constexpr auto dx = kiln::input<"dx", 2, double>();
+  constexpr auto y = std::get<1>(kiln::chunk<2, -1>(kiln::square(x)));
+  auto t = kiln::compile(kiln::jvp(y, kiln::tangent(x, dx)));
+  const auto xt = kiln::randn<double>({3, 4}, 323), dxt = kiln::randn<double>({3, 4}, 324);
+  const auto got = t(x = xt, dx = dxt);
+  REQUIRE(got.shape() == kiln::Shape{3, 2});
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j) CHECK(std::abs(got[i * 2 + j] - 2 * xt[i * 4 + j + 2] * dxt[i * 4 + j + 2]) <= 1e-12);
+}
+
+TEST_CASE("swap_halves along the last and a middle axis") { rotary_cases::swap_halves_along_the_last_and_a_middle_axis(); }
+TEST_CASE("rope tables hold the angles of each position") { rotary_cases::tables_hold_the_angles_of_each_position(); }
+TEST_CASE("rope matches the rotation, f32") { rotary_cases::rope_matches_the_rotation<float>(); }
+TEST_CASE("rope matches the rotation, f64") { rotary_cases::rope_matches_the_rotation<double>(); }
+TEST_CASE("rope matches the rotation, bf16") { rotary_cases::rope_matches_the_rotation<kiln::bf16>(); }
+TEST_CASE("rope with tables of the wrong shape") { rotary_cases::bad_tables_are_shape_errors(); }
+TEST_CASE("gradients of swap_halves and rope") { rotary_cases::gradients(); }
 
 TEST_CASE("jvp of concat with one operand's tangent, and of slice") {
   constexpr auto a = kiln::input<"a", 2, double>();

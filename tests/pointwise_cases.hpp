@@ -72,6 +72,8 @@ void all_unary() {
   unary<T>("rsqrt", [](auto x) { return kiln::rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); }, 1e-2, 100);
   unary<T>("abs", [](auto x) { return kiln::abs(x); }, [](double v) { return std::abs(v); }, -5, 5);
   unary<T>("tanh", [](auto x) { return kiln::tanh(x); }, [](double v) { return std::tanh(v); }, -10, 10);
+  unary<T>("sin", [](auto x) { return kiln::sin(x); }, [](double v) { return std::sin(v); }, -40, 40);
+  unary<T>("cos", [](auto x) { return kiln::cos(x); }, [](double v) { return std::cos(v); }, -40, 40);
   unary<T>("sigmoid", [](auto x) { return kiln::sigmoid(x); }, ref::sigmoid, -30, 30);
   unary<T>("relu", [](auto x) { return kiln::relu(x); }, [](double v) { return v < 0 ? 0.0 : v; }, -5, 5);
   unary<T>("gelu", [](auto x) { return kiln::gelu(x); }, ref::gelu, -6, 6);

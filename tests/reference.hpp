@@ -42,6 +42,12 @@ inline std::vector<std::size_t> unravel(std::size_t i, const std::vector<std::si
   }
   return idx;
 }
+// The row-major offset of multi-index idx in shape s (unravel's inverse).
+inline std::size_t ravel(const std::vector<std::size_t>& idx, const std::vector<std::size_t>& s) {
+  std::size_t off = 0;
+  for (std::size_t d = 0; d < s.size(); ++d) off = off * s[d] + idx[d];
+  return off;
+}
 // Value of a at the (right-aligned, broadcast) multi-index idx of a larger shape.
 inline double at_broadcast(const Array& a, const std::vector<std::size_t>& idx) {
   std::size_t off = 0;

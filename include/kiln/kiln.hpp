@@ -18,6 +18,7 @@
 #include "kiln/expr/ops/normalization.hpp"
 #include "kiln/expr/ops/pointwise.hpp"
 #include "kiln/expr/ops/reduce.hpp"
+#include "kiln/expr/ops/rotary.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/expr/ops/host.hpp"
 #include "kiln/nn/losses.hpp"

@@ -1,10 +1,11 @@
-// Broadcasting, layout (transpose, reshape) and axis copies (concat, slice) on the GPU: the CPU
-// suites' cases (broadcast_cases.hpp, layout_cases.hpp, axis_copy_cases.hpp) with the inputs on
-// the device, against the float64
-// reference with the CPU's tolerances. Part of test_cuda_ops_suites.
+// Broadcasting, layout (transpose, reshape), axis copies (concat, slice) and rope on the GPU: the
+// CPU suites' cases (broadcast_cases.hpp, layout_cases.hpp, axis_copy_cases.hpp,
+// rotary_cases.hpp) with the inputs on the device, against the float64 reference with the CPU's
+// tolerances. Part of test_cuda_ops_suites.
 #include "../axis_copy_cases.hpp"
 #include "../broadcast_cases.hpp"
 #include "../layout_cases.hpp"
+#include "../rotary_cases.hpp"
 
 using cases::OnGpu;
 
@@ -30,6 +31,12 @@ TEST_SUITE("layout on the GPU") {
   TEST_CASE_FIXTURE(OnGpu, "reshape, with an inferred extent") { reshape_with_inferred_extent(); }
   TEST_CASE_FIXTURE(OnGpu, "a reshape of a transpose copies it first") { reshape_of_transpose_copies_first(); }
   TEST_CASE_FIXTURE(OnGpu, "outputs that are views or inputs are copied") { outputs_that_are_views_or_inputs_are_copied(); }
+  TEST_CASE_FIXTURE(OnGpu, "permute, and transpose of any two axes") { permute_and_transpose_of_any_two_axes(); }
+  TEST_CASE_FIXTURE(OnGpu, "permuted GEMM operands") { permuted_gemm_operands(); }
+  TEST_CASE_FIXTURE(OnGpu, "a reshape of a permute, and a permuted output, are copies") {
+    reshape_of_permute_and_permuted_output_copy();
+  }
+  TEST_CASE_FIXTURE(OnGpu, "gradients of permute and transpose") { permute_gradients(); }
 }
 
 TEST_SUITE("axis copies on the GPU") {
@@ -40,4 +47,15 @@ TEST_SUITE("axis copies on the GPU") {
   TEST_CASE_FIXTURE(OnGpu, "bad shapes are errors naming the op and the shapes") { bad_shapes_are_errors(); }
   TEST_CASE_FIXTURE(OnGpu, "a bf16 concat") { a_16_bit_concat(); }
   TEST_CASE_FIXTURE(OnGpu, "gradients of concat, slice, extract and insert") { gradients(); }
+  TEST_CASE_FIXTURE(OnGpu, "chunk and split") { chunk_and_split(); }
+  TEST_CASE_FIXTURE(OnGpu, "gradients of chunk and split") { chunk_gradients(); }
+}
+
+TEST_SUITE("rotary position embedding on the GPU") {
+  using namespace rotary_cases;
+  TEST_CASE_FIXTURE(OnGpu, "swap_halves along the last and a middle axis") { swap_halves_along_the_last_and_a_middle_axis(); }
+  TEST_CASE_FIXTURE(OnGpu, "rope matches the rotation, f32") { rope_matches_the_rotation<float>(); }
+  TEST_CASE_FIXTURE(OnGpu, "rope matches the rotation, bf16") { rope_matches_the_rotation<kiln::bf16>(); }
+  TEST_CASE_FIXTURE(OnGpu, "rope with tables of the wrong shape") { bad_tables_are_shape_errors(); }
+  TEST_CASE_FIXTURE(OnGpu, "gradients of swap_halves and rope") { gradients(); }
 }

@@ -248,6 +248,13 @@ KILN_HOST_DEVICE inline double erf(double x) { return std::erf(x); }
 KILN_HOST_DEVICE inline double erfc(double x) { return std::erfc(x); }
 KILN_HOST_DEVICE inline double sqrt(double x) { return std::sqrt(x); }
 
+// sin and cos: the C library's on the host, CUDA's accurate sinf/cosf on the device (within
+// 2 ulp over the whole range; the argument reduction is exact, so large angles stay accurate).
+KILN_HOST_DEVICE KILN_INLINE float sin(float x) { return std::sin(x); }
+KILN_HOST_DEVICE KILN_INLINE float cos(float x) { return std::cos(x); }
+KILN_HOST_DEVICE inline double sin(double x) { return std::sin(x); }
+KILN_HOST_DEVICE inline double cos(double x) { return std::cos(x); }
+
 // Phi(x), the standard normal CDF. Float: (1 + erf(x / sqrt 2)) / 2 with erf's rational fit
 // above, its scalings folded into the coefficients: Phi(x) = 1/2 + x P(x^2) / Q(x^2) on
 // |x| <= 4 sqrt 2 (beyond, Phi is 0 or 1 in float), P's coefficients erf's p_k / (2^k 2 sqrt 2)

@@ -26,7 +26,7 @@ enum class NodeKind : std::uint8_t {
   Pointwise,
   Reduce,
   Matmul,
-  Transpose,
+  Permute,      // a view with its axes reordered (transpose, permute)
   Reshape,
   Unsqueeze,    // a view with one more axis of extent 1
   ReshapeLike,  // a view with another value's shape
@@ -37,7 +37,7 @@ enum class NodeKind : std::uint8_t {
 enum class SymbolKind : std::uint8_t { Input, Param };
 enum class ReduceKind : std::uint8_t { Sum, Mean, Max, Min };
 // The ops of the AxisCopy kind (expr/ops/axis_copy.hpp).
-enum class AxisCopyForm : std::uint8_t { Concat, Slice, Extract, Insert };
+enum class AxisCopyForm : std::uint8_t { Concat, Slice, Extract, Insert, SwapHalves, Chunk, ChunkInsert };
 
 // Every expression type derives from ExprTag.
 struct ExprTag {};

@@ -213,6 +213,8 @@ struct NodeInfo {
   // Axis copies: which op (concat, slice, extract, insert) and its static positions.
   std::uint8_t copy_form = 0;
   long begin = 0, end = 0;
+  // Permutes: axis d of the result is axis perm[d] of the operand.
+  std::int8_t perm[kMaxRank] = {};
   int dtype = 0;               // dtype_code of the element type
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
@@ -240,6 +242,8 @@ constexpr NodeInfo describe() {
       n.reduce_kind = Op::reduce_kind;
       n.keep = Op::keep;
     }
+    if constexpr (E::kind == NodeKind::Permute)
+      for (int d = 0; d < E::rank; ++d) n.perm[d] = static_cast<std::int8_t>(Op::perm[d]);
     if constexpr (E::kind == NodeKind::AxisCopy) {
       n.copy_form = static_cast<std::uint8_t>(Op::copy_form);
       n.begin = Op::begin;

@@ -18,7 +18,11 @@ template <class Program>
 std::string node_label(int i) {
   const auto& n = Program::graph.nodes[i];
   if (n.kind == NodeKind::Symbol) return n.name;
-  if (n.kind == NodeKind::Transpose) return "transpose(" + node_label<Program>(n.children[0]) + ")";
+  if (n.kind == NodeKind::Permute && !Program::plan.materialized[i]) {
+    std::string axes;
+    for (int d = 0; d < n.rank; ++d) axes += (d ? ", " : "") + std::to_string(n.perm[d]);
+    return "permute<" + axes + ">(" + node_label<Program>(n.children[0]) + ")";
+  }
   if ((n.kind == NodeKind::Reshape || n.kind == NodeKind::ReshapeLike) && !Program::plan.materialized[i])
     return "reshape(" + node_label<Program>(n.children[0]) + ")";
   if (n.kind == NodeKind::Unsqueeze && !Program::plan.materialized[i]) return "unsqueeze(" + node_label<Program>(n.children[0]) + ")";

@@ -137,9 +137,10 @@ struct Planner {
         vf = f;
         continue;
       }
-      if (n.kind == NodeKind::Transpose) {
-        vf = st.faces[n.children[0]];
-        std::swap(vf.strides[n.rank - 1], vf.strides[n.rank - 2]);
+      if (n.kind == NodeKind::Permute) {
+        const Face& src = st.faces[n.children[0]];
+        vf.buffer = src.buffer;
+        for (int d = 0; d < n.rank; ++d) vf.strides[d] = src.strides[n.perm[d]];
       } else if (n.kind == NodeKind::Reshape || n.kind == NodeKind::ReshapeLike) {
         vf.buffer = st.faces[n.children[0]].buffer;  // the planner made the source contiguous
         contiguous_strides(st.shapes[i], vf.strides);

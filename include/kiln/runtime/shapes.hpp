@@ -144,6 +144,33 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
       l.segments[0] = {n.begin, 0, n.end - n.begin};
       return l;
     }
+    case AxisCopyForm::Chunk:
+    case AxisCopyForm::ChunkInsert: {  // part n.begin of n.end equal parts along the axis
+      const bool part = static_cast<AxisCopyForm>(n.copy_form) == AxisCopyForm::Chunk;
+      const index_t whole = part ? extent(0) : extent(1), parts = n.end;
+      if (!part) same_but_axis("chunk_insert", child(0), child(1));
+      if (whole % parts != 0 || (!part && extent(0) * parts != whole))
+        throw ShapeError(std::string(part ? "chunk" : "chunk_insert") + " into " + std::to_string(parts) +
+                         " parts along axis " + std::to_string(a) + " of shape " + child(part ? 0 : 1).str() +
+                         ": the extent is not " + (part ? "a multiple of the number of parts" : "the parts' total"));
+      const index_t len = whole / parts, at = n.begin * len;
+      l.out = child(part ? 0 : 1);
+      if (part) l.out[a] = static_cast<std::size_t>(len);
+      l.nsegments = 1;
+      l.segments[0] = part ? AxisSegment{at, 0, len} : AxisSegment{0, at, len};
+      return l;
+    }
+    case AxisCopyForm::SwapHalves: {  // both sources are x: its second half, then its first
+      const index_t half = extent(0) / 2;
+      if (extent(0) % 2 != 0)
+        throw ShapeError("swap_halves along axis " + std::to_string(a) + " of shape " + child(0).str() +
+                         ": the extent must be even");
+      l.out = child(0);
+      l.nsegments = 2;
+      l.segments[0] = {half, 0, half};
+      l.segments[1] = {0, half, half};
+      return l;
+    }
     case AxisCopyForm::Extract:
     case AxisCopyForm::Insert: {
       const bool extract = static_cast<AxisCopyForm>(n.copy_form) == AxisCopyForm::Extract;
@@ -186,9 +213,9 @@ inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<S
       return reduce_shape(n, child(0));
     case NodeKind::Matmul:
       return matmul_shape(child(0), child(1));
-    case NodeKind::Transpose: {
+    case NodeKind::Permute: {  // axis d of the result is axis perm[d] of the operand
       Shape s = child(0);
-      std::swap(s[s.size() - 1], s[s.size() - 2]);
+      for (int d = 0; d < n.rank; ++d) s[d] = child(0)[n.perm[d]];
       return s;
     }
     case NodeKind::Reshape:

@@ -83,10 +83,28 @@ struct Plan {
 };
 
 constexpr bool is_view(NodeKind k) {
-  return k == NodeKind::Transpose || k == NodeKind::Reshape || k == NodeKind::Unsqueeze || k == NodeKind::ReshapeLike;
+  return k == NodeKind::Permute || k == NodeKind::Reshape || k == NodeKind::Unsqueeze || k == NodeKind::ReshapeLike;
 }
 constexpr bool needs_contiguous_source(NodeKind k) { return k == NodeKind::Reshape || k == NodeKind::ReshapeLike; }
 constexpr bool is_leaf(NodeKind k) { return k == NodeKind::Symbol || k == NodeKind::Constant; }
+
+// Whether permute node i, read through its strides, has a unit stride in one of its last two
+// axes, which a GEMM operand needs (a matrix is read by rows or by columns). Its source chain is
+// permutes over a contiguous value (anything stored: a symbol, an output, a kernel's result, a
+// reshape); map[d] follows axis d of node i down the chain. An unsqueeze in the chain answers
+// no (the value is then copied).
+template <int N, int NOut>
+constexpr bool unit_stride_in_last_two(const graph::GraphInfo<N, NOut>& g, int i) {
+  const int r = g.nodes[i].rank;
+  int map[kMaxRank] = {};
+  for (int d = 0; d < r; ++d) map[d] = d;
+  int c = i;
+  // An output is stored contiguously even when it is a view (it is copied out).
+  for (; g.nodes[c].kind == NodeKind::Permute && (c == i || !g.is_output[c]); c = g.nodes[c].children[0])
+    for (int d = 0; d < r; ++d) map[d] = g.nodes[c].perm[map[d]];
+  if (g.nodes[c].kind == NodeKind::Unsqueeze) return false;
+  return r < 2 || map[r - 1] == r - 1 || map[r - 2] == r - 1;
+}
 
 // A pointwise kernel of its own (no stages, not a copy) over a non-scalar value.
 template <int N, int NOut>
@@ -239,12 +257,18 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
     const graph::NodeInfo& n = g.nodes[i];
     if (!live[i]) continue;
     bool reshaped = false;  // a transpose read by a reshape must be made contiguous first
+    bool gemm_operand = false;
     for (int u = i + 1; u < N; ++u)
-      if (live[u] && g.reads_value(u, i) && needs_contiguous_source(g.nodes[u].kind)) reshaped = true;
+      if (live[u] && g.reads_value(u, i)) {
+        reshaped = reshaped || needs_contiguous_source(g.nodes[u].kind);
+        gemm_operand = gemm_operand || g.nodes[u].kind == NodeKind::Matmul;
+      }
 
     if (is_leaf(n.kind) || is_view(n.kind)) {
-      // A reshape needs a contiguous source: a strided view under one is copied first.
-      if (g.is_output[i] || ((n.kind == NodeKind::Transpose || n.kind == NodeKind::Unsqueeze) && reshaped)) {
+      // A reshape needs a contiguous source: a strided view under one is copied first. So does
+      // a GEMM operand without a unit stride in its last two axes.
+      if (g.is_output[i] || ((n.kind == NodeKind::Permute || n.kind == NodeKind::Unsqueeze) && reshaped) ||
+          (n.kind == NodeKind::Permute && gemm_operand && !unit_stride_in_last_two(g, i))) {
         tmp[new_group(i, KernelKind::Row)].copy = true;
       }
       continue;

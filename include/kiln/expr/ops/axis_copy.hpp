@@ -6,12 +6,18 @@
 //   slice<A, Begin, End>(x)            positions [Begin, End) of x along A
 //   extract<A, Off>(x, o..., like)     like's shape, from x at position Off + the extents of o...
 //   insert<A, Off>(x, o..., like)      like's shape, x placed at Off + the extents of o..., 0 elsewhere
+//   swap_halves<A>(x)                  x's second half along A, then its first (an even extent)
+//   chunk<N, A>(x)                     a tuple of the N equal parts of x along A (torch.chunk,
+//                                      with an extent that N divides), each one kernel
+//   split<A, S...>(x)                  a tuple of the parts of extents S... along A (slices)
 // extract and insert take their offset partly from other values' shapes (o..., read for their
 // shapes only), and their result's shape from `like`: they are the derivatives of the others
 // (concat's gradient for b is extract<A, 0>(g, a, b); slice's is insert<A, Begin>(g, x)), and
 // each other's adjoints.
 #pragma once
+#include <array>
 #include <tuple>
+#include <utility>
 
 #include "kiln/expr/node.hpp"
 #include "kiln/expr/zero.hpp"
@@ -26,6 +32,12 @@ template <int Axis, long Off, int NOffsets>
 struct Extract;
 template <int Axis, long Off, int NOffsets>
 struct Insert;
+template <int Axis>
+struct SwapHalves;
+template <int Axis, int K, int N>
+struct Chunk;
+template <int Axis, int K, int N>
+struct ChunkInsert;
 
 template <int Axis, Expression A, Expression B>
 constexpr auto concat(A a, B b);
@@ -35,6 +47,12 @@ template <int Axis, long Off, Expression X, Expression... Rest>
 constexpr auto extract(X x, Rest... rest);
 template <int Axis, long Off, Expression X, Expression... Rest>
 constexpr auto insert(X x, Rest... rest);
+template <int Axis, Expression X>
+constexpr auto swap_halves(X x);
+template <int Axis, int K, int N, Expression X>
+constexpr auto chunk_part(X x);
+template <int Axis, int K, int N, Expression X, Expression L>
+constexpr auto chunk_insert(X x, L like);
 
 namespace detail {
 // The fields every axis-copy op has; Form says how the planner reads its operands.
@@ -85,6 +103,51 @@ struct Slice : detail::AxisCopyOp<Axis, AxisCopyForm::Slice, Begin, End> {
   }
 };
 
+// Both operands are x (segment k reads operand k): out = [x[h:], x[:h]] along the axis. The
+// swap is its own inverse and a permutation, so its adjoint is itself; the whole cotangent goes
+// to the first operand, which is x as much as the second is.
+template <int Axis>
+struct SwapHalves : detail::AxisCopyOp<Axis, AxisCopyForm::SwapHalves> {
+  static constexpr const char* name = "swap_halves";
+  template <class N, class G>
+  static constexpr auto vjp(const N&, const G& g) {
+    return std::tuple{swap_halves<Axis>(g), autodiff::NoGrad{}};
+  }
+  template <class N, class Tx, class Tx2>
+  static constexpr auto jvp(const N&, const Tx& t, const Tx2&) {
+    return autodiff::tangent_apply([](const auto& v) { return swap_halves<Axis>(v); }, t);
+  }
+};
+
+// Part K of N equal parts of x along the axis; its adjoint places a part at its position in
+// like's shape (zeros elsewhere), and each is the other's derivative.
+template <int Axis, int K, int N>
+struct Chunk : detail::AxisCopyOp<Axis, AxisCopyForm::Chunk, K, N> {
+  static constexpr const char* name = "chunk";
+  template <class N_, class G>
+  static constexpr auto vjp(const N_& y, const G& g) {
+    return std::tuple{chunk_insert<Axis, K, N>(g, std::get<0>(y.children))};
+  }
+  template <class N_, class Tx>
+  static constexpr auto jvp(const N_&, const Tx& t) {
+    return autodiff::tangent_apply([](const auto& v) { return chunk_part<Axis, K, N>(v); }, t);
+  }
+};
+template <int Axis, int K, int N>
+struct ChunkInsert : detail::AxisCopyOp<Axis, AxisCopyForm::ChunkInsert, K, N> {
+  static constexpr const char* name = "chunk_insert";
+  static constexpr unsigned shape_only = 2u;  // like, read for its shape
+  template <class N_, class G>
+  static constexpr auto vjp(const N_&, const G& g) {
+    return std::tuple{chunk_part<Axis, K, N>(g), autodiff::NoGrad{}};
+  }
+  template <class N_, class Tx, class Tl>
+  static constexpr auto jvp(const N_& y, const Tx& t, const Tl&) {
+    const auto& like = std::get<1>(y.children);
+    return autodiff::tangent_apply([&](const auto& v) { return chunk_insert<Axis, K, N>(v, like); }, t);
+  }
+};
+
 namespace detail {
 // Form<Off>(v, o..., like) over the offset operands o... of children c (those between the first
 // and the last); Form is Extract or Insert.
@@ -130,6 +193,15 @@ struct Insert : detail::WindowOp<AxisCopyForm::Insert, Axis, Off, NOffsets> {
 };
 
 namespace detail {
+// Where part i of split<A, S...> begins: the sum of the extents before it.
+template <long... S>
+constexpr long part_begin(std::size_t i) {
+  long b = 0;
+  std::size_t j = 0;
+  for (long s : std::array<long, sizeof...(S)>{S...})
+    if (j++ < i) b += s;
+  return b;
+}
 template <int Axis, int Rank>
 constexpr int normalized_axis() {
   static_assert(Rank >= 1, "kiln: concat, slice, extract and insert need an operand of rank 1 or more");
@@ -156,6 +228,46 @@ constexpr auto slice(X x) {
   static_assert(0 <= Begin && Begin <= End, "kiln::slice: needs 0 <= Begin <= End (End is one past the last position)");
   constexpr int ax = detail::normalized_axis<Axis, X::rank>();
   return Node<Slice<ax, Begin, End>, X>(Slice<ax, Begin, End>{}, x);
+}
+
+template <int Axis, Expression X>
+constexpr auto swap_halves(X x) {
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  return Node<SwapHalves<ax>, X, X>(SwapHalves<ax>{}, x, x);
+}
+
+template <int Axis, int K, int N, Expression X>
+constexpr auto chunk_part(X x) {
+  static_assert(N >= 1 && K >= 0 && K < N, "kiln::chunk: part K of N needs 0 <= K < N");
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  return Node<Chunk<ax, K, N>, X>(Chunk<ax, K, N>{}, x);
+}
+template <int Axis, int K, int N, Expression X, Expression L>
+constexpr auto chunk_insert(X x, L like) {
+  detail::same_rank_and_type<X, L>();
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  return Node<ChunkInsert<ax, K, N>, X, L>(ChunkInsert<ax, K, N>{}, x, like);
+}
+
+// The N equal parts of x along the axis, as a tuple: auto [q, k, v] = chunk<3, -1>(qkv). The
+// extent must be a multiple of N (a ShapeError at the call otherwise).
+template <int N, int Axis, Expression X>
+constexpr auto chunk(X x) {
+  static_assert(N >= 1, "kiln::chunk: the number of parts must be at least 1");
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::tuple{chunk_part<Axis, static_cast<int>(K), N>(x)...};
+  }(std::make_index_sequence<N>{});
+}
+
+// The parts of extents S... of x along the axis, in order from position 0, as a tuple of
+// slices (torch.split with a list of sizes): auto [a, b] = split<-1, 64, 192>(x). The parts
+// need not cover the axis; one that ends past it is a ShapeError at the call.
+template <int Axis, long... S, Expression X>
+constexpr auto split(X x) {
+  static_assert(sizeof...(S) >= 1 && ((S >= 0) && ...), "kiln::split: give the extent of each part, none negative");
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple{slice<Axis, detail::part_begin<S...>(I), detail::part_begin<S...>(I + 1)>(x)...};
+  }(std::make_index_sequence<sizeof...(S)>{});
 }
 
 namespace detail {

@@ -73,6 +73,8 @@ KILN_UNARY(Sqrt, sqrt, math::sqrt(x), g / (y * 2))
 KILN_UNARY(Rsqrt, rsqrt, T(1) / math::sqrt(x), g * y * y * y * -0.5)
 // d|x| = sign(x); 0 at 0, as PyTorch.
 KILN_UNARY(Abs, abs, x < T(0) ? -x : x, g * ((x > 0) - (x < 0)))
+KILN_UNARY(Sin, sin, math::sin(x), g * cos(x))
+KILN_UNARY(Cos, cos, math::cos(x), -g * sin(x))
 KILN_UNARY(Tanh, tanh, math::tanh<Bits>(x), g * (1 - y * y))
 // sigmoid x = 1 / (1 + e^{-x})
 KILN_UNARY(Sigmoid, sigmoid, math::sigmoid<Bits>(x), g * y * (1 - y))
