@@ -127,10 +127,64 @@ inline void reshape_of_permute_and_permuted_output_copy() {
   ref::check_close(p.cpu(), permute(ref::from(at.cpu()), {2, 0, 1}), 0, 0);
 }
 
+// Heads split and merged as an attention layer does: [B, S, H * D] -> [B, H, S, D] -> back, with
+// the number of heads a run-time value.
+inline void unflatten_and_flatten_heads() {
+  constexpr auto x = kiln::input<"x", 3>();
+  const long heads = 3;  // from a model's configuration, say
+  const auto split = kiln::permute<0, 2, 1, 3>(kiln::unflatten<-1>(x, {heads, -1}));
+  auto f = kiln::compile(kiln::outputs(split * 2, kiln::flatten<2, 3>(kiln::permute<0, 2, 1, 3>(split))));
+  const auto xt = cases::randn({2, 5, 12}, 83);
+  auto [h, back] = f(x = xt);
+  REQUIRE(h.shape() == kiln::Shape{2, 3, 5, 4});
+  ref::Array r = ref::from(xt.cpu());
+  r.shape = {2, 5, 3, 4};
+  ref::check_close(h.cpu(), ref::map(permute(r, {0, 2, 1, 3}), [](double v) { return 2 * v; }), 0, 0);
+  ref::check_close(back.cpu(), ref::from(xt.cpu()), 0, 0);
+  CHECK_THROWS_WITH_AS(f(x = cases::randn({2, 5, 10}, 84)),
+                       doctest::Contains("reshape: cannot reshape axes 2 to 2 of [2, 5, 10] into [3, -1]"), kiln::ShapeError);
+  auto all = kiln::compile(kiln::flatten(x) + 1);
+  CHECK(all(x = xt).shape() == kiln::Shape{120});
+}
+
+// ViT's stem against a direct evaluation of the strided convolution.
+inline void patch_embed_is_a_strided_convolution() {
+  constexpr auto x = kiln::input<"x", 4>();
+  constexpr auto w = kiln::input<"w", 4>();
+  constexpr auto b = kiln::input<"b", 1>();
+  const long p = 4;
+  auto f = kiln::compile(kiln::patch_embed(x, w, b, p));
+  INFO(f.explain());
+  CHECK(f.kernel_count() == 2);  // the patch matrix's copy, the GEMM with the bias in its epilogue
+  const std::size_t B = 2, C = 3, H = 8, W = 12, D = 5, P = 4, nh = H / P, nw = W / P;
+  const auto xt = cases::randn({B, C, H, W}, 85), wt = cases::randn({D, C, P, P}, 86), bt = cases::randn({D}, 87);
+  const auto rx = ref::from(xt.cpu()), rw = ref::from(wt.cpu()), rb = ref::from(bt.cpu());
+  ref::Array want = ref::zeros({B, nh * nw, D});
+  for (std::size_t n = 0; n < B; ++n)
+    for (std::size_t i = 0; i < nh; ++i)
+      for (std::size_t j = 0; j < nw; ++j)
+        for (std::size_t d = 0; d < D; ++d) {
+          double acc = rb.data[d];
+          for (std::size_t c = 0; c < C; ++c)
+            for (std::size_t u = 0; u < P; ++u)
+              for (std::size_t v = 0; v < P; ++v)
+                acc += rw.data[ref::ravel({d, c, u, v}, rw.shape)] * rx.data[ref::ravel({n, c, i * P + u, j * P + v}, rx.shape)];
+          want.data[ref::ravel({n, i * nw + j, d}, want.shape)] = acc;
+        }
+  ref::check_close(f(x = xt, w = wt, b = bt).cpu(), want, 1e-5, 1e-5);
+  CHECK_THROWS_AS(f(x = cases::randn({B, C, H, 10}, 88), w = wt, b = bt), kiln::ShapeError);  // 10 columns, patches of 4
+  CHECK_THROWS_AS(kiln::patch_embed(x, w, 0), kiln::ValueError);
+}
+
 inline void permute_gradients() {
   gradcheck::unary<4>("permute", [](auto x) { return kiln::exp(kiln::permute<3, 1, 0, 2>(x)); }, {2, 3, 4, 5}, -1, 1);
   gradcheck::unary<3>("transpose<0, 2> into a GEMM", [](auto x) { return kiln::matmul(kiln::transpose<0, 2>(x), x); },
                       {4, 4, 4}, -1, 1);
+  gradcheck::unary<3>("unflatten, permute, flatten", [](auto x) {
+    return kiln::flatten<1, 2>(kiln::permute<0, 2, 1, 3>(kiln::unflatten<-1>(kiln::exp(x), {2, -1})));
+  }, {2, 3, 4}, -1, 1);
+  gradcheck::binary<4, 4>("patch_embed", [](auto x, auto w) { return kiln::patch_embed(x, w, 2); }, {2, 2, 4, 6}, {3, 2, 2, 2},
+                          -1, 1);
 }
 
 }  // namespace layout_cases

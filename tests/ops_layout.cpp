@@ -12,3 +12,5 @@ TEST_CASE("permute, and transpose of any two axes") { permute_and_transpose_of_a
 TEST_CASE("permuted GEMM operands") { permuted_gemm_operands(); }
 TEST_CASE("a reshape of a permute, and a permuted output, are copies") { reshape_of_permute_and_permuted_output_copy(); }
 TEST_CASE("gradients of permute and transpose") { permute_gradients(); }
+TEST_CASE("unflatten and flatten the heads of an attention layer") { unflatten_and_flatten_heads(); }
+TEST_CASE("patch_embed is a strided convolution") { patch_embed_is_a_strided_convolution(); }

@@ -16,6 +16,7 @@
 #include "kiln/expr/ops/layout.hpp"
 #include "kiln/expr/ops/matmul.hpp"
 #include "kiln/expr/ops/normalization.hpp"
+#include "kiln/expr/ops/patch.hpp"
 #include "kiln/expr/ops/pointwise.hpp"
 #include "kiln/expr/ops/reduce.hpp"
 #include "kiln/expr/ops/rotary.hpp"

@@ -37,6 +37,8 @@ TEST_SUITE("layout on the GPU") {
     reshape_of_permute_and_permuted_output_copy();
   }
   TEST_CASE_FIXTURE(OnGpu, "gradients of permute and transpose") { permute_gradients(); }
+  TEST_CASE_FIXTURE(OnGpu, "unflatten and flatten the heads of an attention layer") { unflatten_and_flatten_heads(); }
+  TEST_CASE_FIXTURE(OnGpu, "patch_embed is a strided convolution") { patch_embed_is_a_strided_convolution(); }
 }
 
 TEST_SUITE("axis copies on the GPU") {

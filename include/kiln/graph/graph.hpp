@@ -215,6 +215,8 @@ struct NodeInfo {
   long begin = 0, end = 0;
   // Permutes: axis d of the result is axis perm[d] of the operand.
   std::int8_t perm[kMaxRank] = {};
+  // Reshapes: the operand's axes [reshape_first, reshape_last] are replaced by the new extents.
+  int reshape_first = 0, reshape_last = -1;
   int dtype = 0;               // dtype_code of the element type
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
@@ -241,6 +243,10 @@ constexpr NodeInfo describe() {
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;
       n.keep = Op::keep;
+    }
+    if constexpr (E::kind == NodeKind::Reshape) {
+      n.reshape_first = Op::first_axis;
+      n.reshape_last = Op::last_axis;
     }
     if constexpr (E::kind == NodeKind::Permute)
       for (int d = 0; d < E::rank; ++d) n.perm[d] = static_cast<std::int8_t>(Op::perm[d]);

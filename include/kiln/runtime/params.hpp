@@ -18,8 +18,8 @@ struct NodeParams {
 
 template <class Op>
 struct is_reshape : std::false_type {};
-template <int R>
-struct is_reshape<Reshape<R>> : std::true_type {};
+template <int N, int First, int Last>
+struct is_reshape<Reshape<N, First, Last>> : std::true_type {};
 
 // The walk's output, and the Shared values met so far with all the parameters of their first
 // occurrence (nested Shared values included). A full walk (`full`) visits every occurrence.
@@ -97,8 +97,8 @@ void collect_params(const E& e, ParamsWalk& w) {
     } else {
       NodeParams p;
       if constexpr (is_reshape<Op>::value) {
-        for (int d = 0; d < Op::template out_rank<0>; ++d) p.dims[d] = e.op.dims[d];
-        p.ndims = Op::template out_rank<0>;
+        for (int d = 0; d < Op::ndims; ++d) p.dims[d] = e.op.dims[d];
+        p.ndims = Op::ndims;
       }
       out.push_back(p);
     }

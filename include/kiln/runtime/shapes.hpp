@@ -72,32 +72,42 @@ inline Shape reduce_shape(const graph::NodeInfo& n, const Shape& in) {
   return Shape(out);
 }
 
-inline Shape reshape_shape(const NodeParams& p, const Shape& in) {
-  std::vector<std::size_t> out(static_cast<std::size_t>(p.ndims));
-  int infer = -1;
-  std::size_t known = 1;
+// Axes [first, last] of `in` replaced by the extents p.dims (one may be -1: whatever makes the
+// element counts agree); the axes before and after are kept.
+inline Shape reshape_shape(const NodeParams& p, const Shape& in, int first, int last) {
   std::string target = "[";
   for (int d = 0; d < p.ndims; ++d) target += (d ? ", " : "") + std::to_string(p.dims[d]);
   target += "]";
+  const std::string what =
+      first == 0 && last == in.rank() - 1
+          ? in.str() + " into " + target
+          : "axes " + std::to_string(first) + " to " + std::to_string(last) + " of " + in.str() + " into " + target;
+  std::size_t whole = 1;  // the elements of one index of the axes before `first`: the replaced axes' product
+  for (int d = first; d <= last; ++d) whole *= in[d];
+  std::vector<std::size_t> sizes(static_cast<std::size_t>(p.ndims));
+  int infer = -1;
+  std::size_t known = 1;
   for (int d = 0; d < p.ndims; ++d) {
     if (p.dims[d] == -1 && infer < 0) {
       infer = d;
     } else if (p.dims[d] < 0) {
       throw ShapeError("reshape: extents must be >= 0 with at most one -1, got " + target);
     } else {
-      out[d] = static_cast<std::size_t>(p.dims[d]);
-      if (__builtin_mul_overflow(known, out[d], &known) || known > kMaxElements)
+      sizes[d] = static_cast<std::size_t>(p.dims[d]);
+      if (__builtin_mul_overflow(known, sizes[d], &known) || known > kMaxElements)
         throw ShapeError("reshape: the target " + target + " has more elements than an index can address");
     }
   }
   if (infer >= 0) {
-    if (known == 0 || in.numel() % known != 0)
-      throw ShapeError("reshape: cannot reshape " + in.str() + " into " + target);
-    out[infer] = in.numel() / known;
+    if (known == 0 || whole % known != 0) throw ShapeError("reshape: cannot reshape " + what);
+    sizes[infer] = whole / known;
+  } else if (known != whole) {
+    throw ShapeError("reshape: cannot reshape " + what);
   }
-  Shape s(out);
-  if (s.numel() != in.numel()) throw ShapeError("reshape: cannot reshape " + in.str() + " into " + target);
-  return s;
+  std::vector<std::size_t> out(in.begin(), in.begin() + first);
+  out.insert(out.end(), sizes.begin(), sizes.end());
+  out.insert(out.end(), in.begin() + last + 1, in.end());
+  return Shape(out);
 }
 
 // An axis copy (expr/ops/axis_copy.hpp) of sources along n.axis: the ranges it copies. Segment
@@ -219,7 +229,7 @@ inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<S
       return s;
     }
     case NodeKind::Reshape:
-      return reshape_shape(p, child(0));
+      return reshape_shape(p, child(0), n.reshape_first, n.reshape_last);
     case NodeKind::Unsqueeze: {
       std::vector<std::size_t> out(child(0).begin(), child(0).end());
       out.insert(out.begin() + n.axis, 1);

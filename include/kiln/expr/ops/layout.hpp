@@ -100,31 +100,74 @@ constexpr auto transpose(X x) {
   return transpose<-2, -1>(x);
 }
 
-template <int R>
+// Axes [First, Last] of the operand replaced by N extents, dims (at most one -1, inferred from
+// the element count): a view of a contiguous value. reshape replaces every axis, unflatten one,
+// flatten a range by one.
+template <int N, int First, int Last>
 struct Reshape {
   static constexpr NodeKind kind = NodeKind::Reshape;
   static constexpr bool composite = false;
   static constexpr const char* name = "reshape";
-  template <int>
-  static constexpr int out_rank = R;
-  long dims[R > 0 ? R : 1];
-  template <class N, class G>
-  static constexpr auto vjp(const N& y, const G& g) {
+  static constexpr int ndims = N;
+  static constexpr int first_axis = First, last_axis = Last;
+  template <int Rin>
+  static constexpr int out_rank = Rin - (Last - First + 1) + N;
+  long dims[N > 0 ? N : 1];
+  template <class N_, class G>
+  static constexpr auto vjp(const N_& y, const G& g) {
     return std::tuple{reshape_as(g, std::get<0>(y.children))};
   }
-  template <class N, class Tx>
-  static constexpr auto jvp(const N& y, const Tx& t) {
+  template <class N_, class Tx>
+  static constexpr auto jvp(const N_& y, const Tx& t) {
     return reshape_as(t, y);
   }
 };
 
-// reshape(x, {a, b, c}); -1 stands for the extent that makes the element counts agree.
+namespace detail {
+template <int First, int Last, Expression X, std::size_t N>
+constexpr auto reshape_axes(X x, const long (&dims)[N]) {
+  constexpr int out_rank = X::rank - (Last - First + 1) + static_cast<int>(N);
+  static_assert(out_rank <= kMaxRank, "kiln::reshape: the new rank exceeds kiln::kMaxRank (6)");
+  using Op = Reshape<static_cast<int>(N), First, Last>;
+  Op op{};
+  for (std::size_t i = 0; i < N; ++i) op.dims[i] = dims[i];
+  return Node<Op, X>(op, x);
+}
+template <int A, int Rank>
+constexpr int layout_axis() {
+  static_assert(A >= -Rank && A < Rank, "kiln::flatten / kiln::unflatten: an axis is out of range for the operand's rank");
+  return A < 0 ? A + Rank : A;
+}
+}  // namespace detail
+
+// reshape(x, {a, b, c}): x's elements with extents a, b, c; -1 stands for the extent that makes
+// the element counts agree. The extents may be run-time values (an expression that is not
+// constexpr); each call checks them against the operand's shape.
 template <Expression X, std::size_t R>
 constexpr auto reshape(X x, const long (&dims)[R]) {
-  static_assert(R <= kMaxRank, "kiln::reshape: the new rank exceeds kiln::kMaxRank (6)");
-  Reshape<static_cast<int>(R)> op{};
-  for (std::size_t i = 0; i < R; ++i) op.dims[i] = dims[i];
-  return Node<Reshape<static_cast<int>(R)>, X>(op, x);
+  return detail::reshape_axes<0, X::rank - 1>(x, dims);
+}
+
+// unflatten<A>(x, {h, -1}): axis A split into the given extents (torch.unflatten), the other
+// axes kept: [B, S, H * D] -> [B, S, H, D] with unflatten<-1>(x, {heads, -1}).
+template <int A, Expression X, std::size_t R>
+constexpr auto unflatten(X x, const long (&dims)[R]) {
+  constexpr int a = detail::layout_axis<A, X::rank>();
+  return detail::reshape_axes<a, a>(x, dims);
+}
+
+// flatten<A, B>(x): axes A to B (inclusive) merged into one (torch.flatten(x, A, B));
+// flatten(x) merges all of them.
+template <int A, int B, Expression X>
+constexpr auto flatten(X x) {
+  constexpr int a = detail::layout_axis<A, X::rank>(), b = detail::layout_axis<B, X::rank>();
+  static_assert(a <= b, "kiln::flatten<A, B>: axis A must not come after axis B");
+  return detail::reshape_axes<a, b>(x, {-1});
+}
+template <Expression X>
+constexpr auto flatten(X x) {
+  if constexpr (X::rank == 1) return x;
+  else return flatten<0, -1>(x);
 }
 
 }  // namespace kiln
