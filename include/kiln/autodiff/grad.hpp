@@ -89,10 +89,11 @@ struct Reverse {
     else return add_cotangents(a, sum(b...));
   }
 
-  template <int I, class Root, class Cots>
-  static constexpr auto cotangent(const Root& root, const Cots& cots) {
+  // seed: the cotangent of the root (1 for a loss; the incoming gradient for a vjp).
+  template <int I, class Root, class Seed, class Cots>
+  static constexpr auto cotangent(const Root& root, const Seed& seed, const Cots& cots) {
     if constexpr (I == N - 1) {
-      return Constant<T>(1);  // the loss itself
+      return seed;
     } else if constexpr (uses::template count<I> == 0) {
       return NoGrad{};
     } else {
@@ -106,16 +107,20 @@ struct Reverse {
   }
 
   // The cotangents of entries I, I-1, ..., 0, given those of I+1 ... N-1; all N as a tuple.
-  template <int I, class Root, class... Cs>
-  static constexpr auto run(const Root& root, const Cs&... cots) {
+  template <int I, class Root, class Seed, class... Cs>
+  static constexpr auto run(const Root& root, const Seed& seed, const Cs&... cots) {
     if constexpr (I < 0) {
       return std::tuple<Cs...>{cots...};
     } else {
-      const auto c = cotangent<I>(root, std::forward_as_tuple(cots...));
-      return run<I - 1>(root, c, cots...);
+      const auto c = cotangent<I>(root, seed, std::forward_as_tuple(cots...));
+      return run<I - 1>(root, seed, c, cots...);
     }
   }
 };
+
+// The cotangents of the symbols ws for the root y seeded with `seed`, as a tuple.
+template <std::uint64_t Salt, class Y, class Seed, class... Ws>
+constexpr auto reverse_from(const Y& y, const Seed& seed, const Ws&... ws);
 
 // The gradient of variable w: its cotangent, or zeros where the loss does not depend on it.
 template <class D, class T, class Cots, class W>
@@ -132,6 +137,29 @@ constexpr auto gradient_of(const Cots& cots, const W& w) {
 
 }  // namespace autodiff
 
+namespace autodiff {
+template <std::uint64_t Salt, class Y, class Seed, class... Ws>
+constexpr auto reverse_from(const Y& y, const Seed& seed, const Ws&... ws) {
+  static_assert(sizeof...(Ws) > 0, "kiln::grad / kiln::vjp: name the symbols to differentiate with respect to");
+  static_assert(((Ws::kind == NodeKind::Symbol) && ...),
+                "kiln::grad / kiln::vjp: differentiate with respect to symbols (kiln::param or kiln::input), not expressions");
+  static_assert((std::is_same_v<typename Ws::dtype, typename Y::dtype> && ...),
+                "kiln::grad / kiln::vjp: a variable's element type differs from the differentiated expression's");
+  using T = typename Y::dtype;
+  using D = dag_of<Vars<Ws::id...>, Y>;
+  constexpr std::uint64_t tag = [] {
+    std::uint64_t h = dag_hash<D>(hash_mix(fnv1a("kiln::grad"), Salt));
+    ((h = hash_mix(h, Ws::id)), ...);
+    return h;
+  }();
+  const auto cots = [&] {
+    if constexpr (D::size == 0) return std::tuple<>{};
+    else return Reverse<D, T, tag>::template run<D::size - 1>(y, seed);
+  }();
+  return std::tuple{gradient_of<D, T>(cots, ws)...};
+}
+}  // namespace autodiff
+
 // The gradients of a scalar loss with respect to symbols, as a std::tuple of expressions, one
 // per symbol, each of that symbol's shape. A symbol the loss does not depend on gets zeros.
 // Salt tells apart two kiln::grad calls of equal structure in one program (compile() reports
@@ -139,24 +167,22 @@ constexpr auto gradient_of(const Cots& cots, const W& w) {
 template <std::uint64_t Salt = 0, Expression L, Expression... Ws>
 constexpr auto grad(const L& loss, const Ws&... ws) {
   static_assert(L::rank == 0,
-                "kiln::grad: the loss must be a scalar (rank 0); reduce it first, e.g. with kiln::sum or kiln::mean");
-  static_assert(sizeof...(Ws) > 0, "kiln::grad: name the symbols to differentiate with respect to");
-  static_assert(((Ws::kind == NodeKind::Symbol) && ...),
-                "kiln::grad: differentiate with respect to symbols (kiln::param or kiln::input), not expressions");
-  static_assert((std::is_same_v<typename Ws::dtype, typename L::dtype> && ...),
-                "kiln::grad: a variable's element type differs from the loss's");
-  using T = typename L::dtype;
-  using D = autodiff::dag_of<autodiff::Vars<Ws::id...>, L>;
-  constexpr std::uint64_t tag = [] {
-    std::uint64_t h = autodiff::dag_hash<D>(hash_mix(fnv1a("kiln::grad"), Salt));
-    ((h = hash_mix(h, Ws::id)), ...);
-    return h;
-  }();
-  const auto cots = [&] {
-    if constexpr (D::size == 0) return std::tuple<>{};
-    else return autodiff::Reverse<D, T, tag>::template run<D::size - 1>(loss);
-  }();
-  return std::tuple{autodiff::gradient_of<D, T>(cots, ws)...};
+                "kiln::grad: the loss must be a scalar (rank 0); reduce it first, e.g. with kiln::sum or kiln::mean, or "
+                "use kiln::vjp with a cotangent");
+  return autodiff::reverse_from<Salt>(loss, Constant<typename L::dtype>(1), ws...);
+}
+
+// The vector-Jacobian product of y: given the cotangent g of y (the gradient of some loss with
+// respect to y, y's shape, or broadcasting to it), the cotangents of the symbols ws, as a
+// std::tuple (torch.autograd.grad(y, ws, grad_outputs=g)). With it the backward of a region runs
+// on its own, given the gradient flowing into it: a model's layers one at a time, say.
+//   auto [dx, dw] = kiln::vjp(layer_out, g, x, w);
+template <std::uint64_t Salt = 0, Expression Y, Expression G, Expression... Ws>
+constexpr auto vjp(const Y& y, const G& g, const Ws&... ws) {
+  static_assert(G::rank <= Y::rank, "kiln::vjp: the cotangent g must have y's shape (or broadcast to it), so not a higher rank");
+  static_assert(std::is_same_v<typename G::dtype, typename Y::dtype>,
+                "kiln::vjp: the cotangent g must have y's element type");
+  return autodiff::reverse_from<Salt>(y, expand_as(g, y), ws...);
 }
 
 }  // namespace kiln
