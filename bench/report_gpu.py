@@ -133,7 +133,7 @@ def render(kiln, ctx, torch, copy_torch):
     lines = []
     lines.append("## GPU: kiln and PyTorch")
     lines.append("")
-    lines.append("All numbers on this page come from one run on one machine, made by "
+    lines.append("The tables down to the section on running the benchmarks come from one run on one machine, made by "
                  "`bash scripts/bench_gpu.sh`: kiln's GPU benchmarks and PyTorch "
                  "(`bench/peers/torch_workloads.py`) back to back. Times are ms per call, the "
                  "median of repeats of back-to-back calls between CUDA events.")
