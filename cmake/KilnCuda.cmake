@@ -11,6 +11,15 @@
 # get --expt-relaxed-constexpr, which lets device code call kiln's constexpr helpers. Included
 # by kiln's own build and by its package config (find_package(kiln)) where the CUDA Toolkit is.
 find_package(CUDAToolkit REQUIRED)
+
+# kiln's headers are C++20 in device code too. CMake 3.25 knows no C++20 flag for nvcc (newer
+# CMake does): this names it, in the current scope, or with PARENT_SCOPE in the caller's.
+macro(kiln_name_cuda20_flag)
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20" ${ARGN})
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20" ${ARGN})
+  endif()
+endmacro()
 find_package(Python3 COMPONENTS Interpreter)
 # kiln_cuda_executable may be called from any directory of the project (a parent that used
 # add_subdirectory(kiln), where this file's variables are out of scope): what it needs is kept
@@ -49,13 +58,9 @@ function(kiln_cuda_executable name)
     COMMAND_EXPAND_LISTS VERBATIM)
   add_executable(${name} ${gen})
   target_link_libraries(${name} PRIVATE ${name}_host)
-  # kiln's headers are C++20 in device code too, whatever the calling project's default. CMake
-  # 3.25 knows no C++20 flag for nvcc (newer CMake does); it is named in the caller's directory,
-  # where the target is generated.
-  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
-    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20" PARENT_SCOPE)
-    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20" PARENT_SCOPE)
-  endif()
+  # C++20 in device code whatever the calling project's default; the flag is named in the
+  # caller's directory, where the target is generated.
+  kiln_name_cuda20_flag(PARENT_SCOPE)
   set_target_properties(${name} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
   # Kernels built for sm_90a: the host code may offer kiln's wgmma GEMM kernel (tc_gemm.cuh).
   get_target_property(archs ${name} CUDA_ARCHITECTURES)

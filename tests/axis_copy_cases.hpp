@@ -137,6 +137,37 @@ inline void chunk_and_split() {
   CHECK_THROWS_WITH_AS(split(x = cases::randn({2, 3, 8}, 316)), doctest::Contains("ends past the axis"), kiln::ShapeError);
 }
 
+// Positions known when the expression is built (a model's configuration, a cache position on
+// the host), not when the code is compiled.
+inline void slice_extract_insert_at_run_time_positions() {
+  constexpr auto x = kiln::input<"x", 3>();
+  constexpr auto y = kiln::input<"y", 3>();
+  long begin = 2, end = 7;
+  auto s = kiln::compile(kiln::slice<1>(x, begin, end) * 2);
+  auto e = kiln::compile(kiln::extract<-1>(x, 3, y));
+  auto i = kiln::compile(kiln::insert<0>(y, 1, x));
+  const auto xt = cases::randn({4, 9, 11}, 317), yt = cases::randn({4, 9, 5}, 318);
+  const auto rx = ref::from(xt.cpu()), ry = ref::from(yt.cpu());
+  ref::check_close(s(x = xt).cpu(), ref::map(slice(rx, 1, 2, 7), [](double v) { return 2 * v; }), 0, 0);
+  ref::check_close(e(x = xt, y = yt).cpu(), slice(rx, 2, 3, 8), 0, 0);
+  const auto small = cases::randn({2, 9, 11}, 319);
+  const auto got = i(y = small, x = xt).cpu();  // small placed at rows 1, 2 of x's shape, 0 elsewhere
+  REQUIRE(got.shape() == xt.shape());
+  const auto hs = small.cpu();
+  for (std::size_t k = 0; k < got.numel(); ++k) {
+    const std::size_t row = k / 99;
+    CHECK(got[k] == (row >= 1 && row < 3 ? hs[k - 99] : 0.0f));
+  }
+  begin = 5;
+  end = 12;
+  auto past = kiln::compile(kiln::slice<1>(x, begin, end));
+  CHECK_THROWS_WITH_AS(past(x = xt), doctest::Contains("slice [5, 12) along axis 1 of shape [4, 9, 11]"), kiln::ShapeError);
+  auto backwards = kiln::compile(kiln::slice<1>(x, 4L, 3L));
+  CHECK_THROWS_AS(backwards(x = xt), kiln::ShapeError);
+  auto negative = kiln::compile(kiln::extract<-1>(x, -1, y));
+  CHECK_THROWS_AS(negative(x = xt, y = yt), kiln::ShapeError);
+}
+
 inline void chunk_gradients() {
   gradcheck::unary<2>("chunk<3, -1>", [](auto x) {
     auto [a, b, c] = kiln::chunk<3, -1>(x);
@@ -146,6 +177,9 @@ inline void chunk_gradients() {
     auto [a, b] = kiln::split<0, 1, 2>(x);
     return kiln::tanh(a) * b;
   }, {3, 2, 4}, -1, 1);
+  gradcheck::unary<2>("slice<1>(x, 1, 4)", [](auto x) { return kiln::exp(kiln::slice<1>(x, 1, 4)); }, {3, 6}, -1, 1);
+  gradcheck::binary<2, 2>("insert<0>(a, 2, b)", [](auto a, auto b) { return kiln::square(kiln::insert<0>(a, 2, b)) * b; },
+                          {2, 3}, {5, 3}, -1, 1);
 }
 
 }  // namespace axis_copy_cases

@@ -12,6 +12,7 @@ TEST_CASE("bad shapes are errors naming the op and the shapes") { bad_shapes_are
 TEST_CASE("a bf16 concat") { a_16_bit_concat(); }
 TEST_CASE("gradients of concat, slice, extract and insert") { gradients(); }
 TEST_CASE("chunk and split") { chunk_and_split(); }
+TEST_CASE("slice, extract and insert at run-time positions") { slice_extract_insert_at_run_time_positions(); }
 TEST_CASE("gradients of chunk and split") { chunk_gradients(); }
 
 TEST_CASE("jvp of chunk") {

@@ -50,6 +50,7 @@ TEST_SUITE("axis copies on the GPU") {
   TEST_CASE_FIXTURE(OnGpu, "a bf16 concat") { a_16_bit_concat(); }
   TEST_CASE_FIXTURE(OnGpu, "gradients of concat, slice, extract and insert") { gradients(); }
   TEST_CASE_FIXTURE(OnGpu, "chunk and split") { chunk_and_split(); }
+  TEST_CASE_FIXTURE(OnGpu, "slice, extract and insert at run-time positions") { slice_extract_insert_at_run_time_positions(); }
   TEST_CASE_FIXTURE(OnGpu, "gradients of chunk and split") { chunk_gradients(); }
 }
 

@@ -210,7 +210,9 @@ struct NodeInfo {
   // Bit k set: operand k is read for its shape only (never loaded, never forces a buffer).
   unsigned shape_only = 0;
   bool column_index = false;  // kiln::column_index: its kernel evaluates j, the last-axis index
-  // Axis copies: which op (concat, slice, extract, insert) and its static positions.
+  // Axis copies: which op (concat, slice, extract, insert, ...) and its static positions (the
+  // planner reads the positions from the node's parameters, runtime/params.hpp, which start
+  // from these and hold the values of an op that takes them at run time).
   std::uint8_t copy_form = 0;
   long begin = 0, end = 0;
   // Permutes: axis d of the result is axis perm[d] of the operand.

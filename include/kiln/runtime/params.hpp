@@ -14,6 +14,10 @@ struct NodeParams {
   double scalar = 0;                // Constant
   long dims[kMaxRank > 0 ? kMaxRank : 1] = {};  // Reshape
   int ndims = 0;
+  // Axis copies: Slice's range [begin, end); Extract's and Insert's offset (begin); Chunk's and
+  // ChunkInsert's part begin of end parts. From the op's type, or from its values where the
+  // op takes them at run time (slice<A>(x, begin, end)).
+  long begin = 0, end = 0;
 };
 
 template <class Op>
@@ -37,7 +41,7 @@ inline constexpr char type_key = 0;  // &type_key<K> identifies the type K
 
 inline bool same_params(const NodeParams& a, const NodeParams& b) {
   if (a.scalar != b.scalar && !(a.scalar != a.scalar && b.scalar != b.scalar)) return false;  // NaN equals NaN here
-  if (a.ndims != b.ndims) return false;
+  if (a.ndims != b.ndims || a.begin != b.begin || a.end != b.end) return false;
   for (int d = 0; d < a.ndims; ++d)
     if (a.dims[d] != b.dims[d]) return false;
   return true;
@@ -100,6 +104,15 @@ void collect_params(const E& e, ParamsWalk& w) {
         for (int d = 0; d < Op::ndims; ++d) p.dims[d] = e.op.dims[d];
         p.ndims = Op::ndims;
       }
+      if constexpr (Op::kind == NodeKind::AxisCopy) {
+        if constexpr (requires { e.op.runtime_begin; }) {
+          p.begin = e.op.runtime_begin;
+          p.end = e.op.runtime_end;
+        } else {
+          p.begin = Op::begin;
+          p.end = Op::end;
+        }
+      }
       out.push_back(p);
     }
   }
@@ -124,8 +137,11 @@ std::vector<NodeParams> node_params(const Root& r) {
   const auto& seq = walk.out;
   std::vector<NodeParams> table(static_cast<std::size_t>(Graph::size));
   std::size_t k = 0;
-  for (int i = 0; i < Graph::size; ++i)
-    if (!Graph::info.nodes[i].stateless) table[i] = seq.at(k++);
+  for (int i = 0; i < Graph::size; ++i) {
+    const auto& n = Graph::info.nodes[i];
+    if (!n.stateless) table[i] = seq.at(k++);
+    else if (n.kind == NodeKind::AxisCopy) table[i].begin = n.begin, table[i].end = n.end;  // static positions
+  }
   return table;
 }
 

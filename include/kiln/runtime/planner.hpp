@@ -348,7 +348,7 @@ struct Planner {
       // Each source through its own strides (it has the output's shape but along the axis); its
       // segment from the node's layout. Dims are not collapsed: the axis stays addressable.
       const auto& node = graph().nodes[ki.group.root];
-      const AxisCopyLayout layout = axis_copy_layout(node, st.shapes);
+      const AxisCopyLayout layout = axis_copy_layout(node, st.shapes, params[ki.group.root]);
       auto& a = pr.args;
       a.axis = ro > 0 ? node.axis : 0;
       for (int s = 0; s < Desc::nloads; ++s) {

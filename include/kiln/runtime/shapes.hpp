@@ -121,7 +121,7 @@ struct AxisCopyLayout {
   int nsegments = 0;
   AxisSegment segments[2];
 };
-inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vector<Shape>& shapes) {
+inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
   const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
   const int a = n.axis;
   const auto extent = [&](int k) { return static_cast<index_t>(child(k)[a]); };
@@ -145,25 +145,25 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
       return l;
     }
     case AxisCopyForm::Slice: {
-      if (n.end > extent(0))
-        throw ShapeError("slice [" + std::to_string(n.begin) + ", " + std::to_string(n.end) + ") along axis " +
+      if (p.begin < 0 || p.begin > p.end || p.end > extent(0))
+        throw ShapeError("slice [" + std::to_string(p.begin) + ", " + std::to_string(p.end) + ") along axis " +
                          std::to_string(a) + " of shape " + child(0).str() + ": the range ends past the axis");
       l.out = child(0);
-      l.out[a] = static_cast<std::size_t>(n.end - n.begin);
+      l.out[a] = static_cast<std::size_t>(p.end - p.begin);
       l.nsegments = 1;
-      l.segments[0] = {n.begin, 0, n.end - n.begin};
+      l.segments[0] = {p.begin, 0, p.end - p.begin};
       return l;
     }
     case AxisCopyForm::Chunk:
-    case AxisCopyForm::ChunkInsert: {  // part n.begin of n.end equal parts along the axis
+    case AxisCopyForm::ChunkInsert: {  // part p.begin of p.end equal parts along the axis
       const bool part = static_cast<AxisCopyForm>(n.copy_form) == AxisCopyForm::Chunk;
-      const index_t whole = part ? extent(0) : extent(1), parts = n.end;
+      const index_t whole = part ? extent(0) : extent(1), parts = p.end;
       if (!part) same_but_axis("chunk_insert", child(0), child(1));
       if (whole % parts != 0 || (!part && extent(0) * parts != whole))
         throw ShapeError(std::string(part ? "chunk" : "chunk_insert") + " into " + std::to_string(parts) +
                          " parts along axis " + std::to_string(a) + " of shape " + child(part ? 0 : 1).str() +
                          ": the extent is not " + (part ? "a multiple of the number of parts" : "the parts' total"));
-      const index_t len = whole / parts, at = n.begin * len;
+      const index_t len = whole / parts, at = p.begin * len;
       l.out = child(part ? 0 : 1);
       if (part) l.out[a] = static_cast<std::size_t>(len);
       l.nsegments = 1;
@@ -186,13 +186,13 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
       const bool extract = static_cast<AxisCopyForm>(n.copy_form) == AxisCopyForm::Extract;
       const char* op = extract ? "extract" : "insert";
       const int like = n.nchildren - 1;
-      index_t off = n.begin;
+      index_t off = p.begin;
       for (int k = 1; k < like; ++k) off += extent(k);
       same_but_axis(op, child(0), child(like));
       // extract: like's extent read from x at off; insert: x's extent written into like's at off.
       const index_t len = extract ? extent(like) : extent(0);
       const index_t room = extract ? extent(0) : extent(like);
-      if (off + len > room)
+      if (off < 0 || off + len > room)
         throw ShapeError(std::string(op) + " along axis " + std::to_string(a) + ": " + std::to_string(len) +
                          " positions at offset " + std::to_string(off) + " do not fit in " +
                          (extract ? child(0) : child(like)).str());
@@ -204,8 +204,8 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
   }
   return l;
 }
-inline Shape axis_copy_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes) {
-  return axis_copy_layout(n, shapes).out;
+inline Shape axis_copy_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
+  return axis_copy_layout(n, shapes, p).out;
 }
 
 // Shape of node i from its operands' shapes, before the size check below.
@@ -244,7 +244,7 @@ inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<S
         throw ShapeError("sum_to: " + child(1).str() + " does not broadcast to " + child(0).str());
       return child(1);
     case NodeKind::AxisCopy:
-      return axis_copy_shape(n, shapes);
+      return axis_copy_shape(n, shapes, p);
     case NodeKind::Symbol:
     case NodeKind::Shared:  // never a node: flattening resolves it to its value's node
       break;

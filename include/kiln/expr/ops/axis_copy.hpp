@@ -4,6 +4,7 @@
 // are 0. Sources are read through their own strides (a transposed view costs no copy).
 //   concat<A>(a, b)                    a then b along A; every other extent must agree
 //   slice<A, Begin, End>(x)            positions [Begin, End) of x along A
+//   slice<A>(x, begin, end)            the same with run-time positions (values of the expression)
 //   extract<A, Off>(x, o..., like)     like's shape, from x at position Off + the extents of o...
 //   insert<A, Off>(x, o..., like)      like's shape, x placed at Off + the extents of o..., 0 elsewhere
 //   swap_halves<A>(x)                  x's second half along A, then its first (an even extent)
@@ -11,7 +12,8 @@
 //                                      with an extent that N divides), each one kernel
 //   split<A, S...>(x)                  a tuple of the parts of extents S... along A (slices)
 // extract and insert take their offset partly from other values' shapes (o..., read for their
-// shapes only), and their result's shape from `like`: they are the derivatives of the others
+// shapes only), and their result's shape from `like`; extract<A>(x, off, like) and
+// insert<A>(x, off, like) take a run-time offset instead: they are the derivatives of the others
 // (concat's gradient for b is extract<A, 0>(g, a, b); slice's is insert<A, Begin>(g, x)), and
 // each other's adjoints.
 #pragma once
@@ -33,6 +35,10 @@ struct Extract;
 template <int Axis, long Off, int NOffsets>
 struct Insert;
 template <int Axis>
+struct SliceAt;
+template <int Axis, AxisCopyForm Form>
+struct WindowAt;
+template <int Axis>
 struct SwapHalves;
 template <int Axis, int K, int N>
 struct Chunk;
@@ -47,6 +53,12 @@ template <int Axis, long Off, Expression X, Expression... Rest>
 constexpr auto extract(X x, Rest... rest);
 template <int Axis, long Off, Expression X, Expression... Rest>
 constexpr auto insert(X x, Rest... rest);
+template <int Axis, Expression X>
+constexpr auto slice(X x, long begin, long end);
+template <int Axis, Expression X, Expression L>
+constexpr auto extract(X x, long offset, L like);
+template <int Axis, Expression X, Expression L>
+constexpr auto insert(X x, long offset, L like);
 template <int Axis, Expression X>
 constexpr auto swap_halves(X x);
 template <int Axis, int K, int N, Expression X>
@@ -100,6 +112,45 @@ struct Slice : detail::AxisCopyOp<Axis, AxisCopyForm::Slice, Begin, End> {
   template <class N, class Tx>
   static constexpr auto jvp(const N&, const Tx& t) {
     return autodiff::tangent_apply([](const auto& v) { return slice<Axis, Begin, End>(v); }, t);
+  }
+};
+
+// The run-time forms: the positions are values of the op (runtime_begin, runtime_end), which
+// reach the planner as the node's parameters; the kernel is the same.
+template <int Axis>
+struct SliceAt : detail::AxisCopyOp<Axis, AxisCopyForm::Slice> {
+  static constexpr const char* name = "slice";
+  long runtime_begin = 0, runtime_end = 0;
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    return std::tuple{insert<Axis>(g, y.op.runtime_begin, std::get<0>(y.children))};
+  }
+  template <class N, class Tx>
+  static constexpr auto jvp(const N& y, const Tx& t) {
+    return autodiff::tangent_apply([&](const auto& v) { return slice<Axis>(v, y.op.runtime_begin, y.op.runtime_end); }, t);
+  }
+};
+// extract<A>(x, off, like) and insert<A>(x, off, like): like's shape; each the other's adjoint.
+template <int Axis, AxisCopyForm Form>
+struct WindowAt : detail::AxisCopyOp<Axis, Form> {
+  static constexpr const char* name = Form == AxisCopyForm::Extract ? "extract" : "insert";
+  static constexpr unsigned shape_only = 2u;  // like, read for its shape
+  long runtime_begin = 0, runtime_end = 0;    // the offset; end unused
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& x = std::get<0>(y.children);
+    if constexpr (Form == AxisCopyForm::Extract) return std::tuple{insert<Axis>(g, y.op.runtime_begin, x), autodiff::NoGrad{}};
+    else return std::tuple{extract<Axis>(g, y.op.runtime_begin, x), autodiff::NoGrad{}};
+  }
+  template <class N, class Tx, class Tl>
+  static constexpr auto jvp(const N& y, const Tx& t, const Tl&) {
+    const auto& like = std::get<1>(y.children);
+    return autodiff::tangent_apply(
+        [&](const auto& v) {
+          if constexpr (Form == AxisCopyForm::Extract) return extract<Axis>(v, y.op.runtime_begin, like);
+          else return insert<Axis>(v, y.op.runtime_begin, like);
+        },
+        t);
   }
 };
 
@@ -228,6 +279,33 @@ constexpr auto slice(X x) {
   static_assert(0 <= Begin && Begin <= End, "kiln::slice: needs 0 <= Begin <= End (End is one past the last position)");
   constexpr int ax = detail::normalized_axis<Axis, X::rank>();
   return Node<Slice<ax, Begin, End>, X>(Slice<ax, Begin, End>{}, x);
+}
+
+template <int Axis, Expression X>
+constexpr auto slice(X x, long begin, long end) {
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  SliceAt<ax> op{};
+  op.runtime_begin = begin;
+  op.runtime_end = end;
+  return Node<SliceAt<ax>, X>(op, x);
+}
+namespace detail {
+template <AxisCopyForm Form, int Axis, class X, class L>
+constexpr auto window_at(X x, long offset, L like) {
+  same_rank_and_type<X, L>();
+  constexpr int ax = normalized_axis<Axis, X::rank>();
+  WindowAt<ax, Form> op{};
+  op.runtime_begin = offset;
+  return Node<WindowAt<ax, Form>, X, L>(op, x, like);
+}
+}  // namespace detail
+template <int Axis, Expression X, Expression L>
+constexpr auto extract(X x, long offset, L like) {
+  return detail::window_at<AxisCopyForm::Extract, Axis>(x, offset, like);
+}
+template <int Axis, Expression X, Expression L>
+constexpr auto insert(X x, long offset, L like) {
+  return detail::window_at<AxisCopyForm::Insert, Axis>(x, offset, like);
 }
 
 template <int Axis, Expression X>
