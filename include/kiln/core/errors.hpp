@@ -23,4 +23,10 @@ struct ValueError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A file that cannot be read or written, or whose contents break its format (a safetensors
+// header that points past the file, say). The message names the file and what is wrong.
+struct FileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace kiln
