@@ -195,3 +195,32 @@ TEST_CASE("damaged copies of a valid file are read or rejected") {
   CHECK(read + rejected == 2000);
   CHECK(rejected > 1000);  // most damage is caught; flips inside the data are not damage the format can see
 }
+
+TEST_CASE("a sharded checkpoint through its index") {
+  TempDir t;
+  const auto a = kiln::randn<float>({4, 3}, 5);
+  const auto b = kiln::randn<float>({3}, 6).as<kiln::bf16>();
+  kiln::io::save_safetensors(t.file("model-00001-of-00002.safetensors"), {{"layer.0.w", a}});
+  kiln::io::save_safetensors(t.file("model-00002-of-00002.safetensors"), {{"layer.1.b", b}});
+  const auto write = [&](const std::string& text) {
+    std::ofstream(t.file("model.safetensors.index.json")) << text;
+    return t.file("model.safetensors.index.json");
+  };
+  kiln::io::ShardedSafetensors ckpt(write(R"({"metadata": {"total_size": 54}, "weight_map": {
+      "layer.0.w": "model-00001-of-00002.safetensors", "layer.1.b": "model-00002-of-00002.safetensors",
+      "layer.2.w": "model-00003-of-00002.safetensors", "layer.3.w": "model-00001-of-00002.safetensors"}})"));
+  CHECK(ckpt.weight_map().size() == 4);
+  const auto ra = ckpt.get<float>("layer.0.w");
+  for (std::size_t i = 0; i < a.numel(); ++i) CHECK(ra[i] == a[i]);
+  CHECK(ckpt.get<float>("layer.1.b")[2] == static_cast<float>(b[2]));
+  CHECK_THROWS_WITH_AS(ckpt.get<float>("layer.2.w"), doctest::Contains("cannot open it"), kiln::FileError);
+  CHECK_THROWS_WITH_AS(ckpt.get<float>("layer.3.w"), doctest::Contains("is not in model-00001-of-00002.safetensors"),
+                       kiln::FileError);
+  CHECK_THROWS_WITH_AS(ckpt.get<float>("layer.4.w"), doctest::Contains("no tensor named"), kiln::FileError);
+  CHECK_THROWS_WITH_AS(kiln::io::ShardedSafetensors(write(R"({"weight_map": {"w": "../secret.safetensors"}})")),
+                       doctest::Contains("not a file name in the index's directory"), kiln::FileError);
+  CHECK_THROWS_WITH_AS(kiln::io::ShardedSafetensors(write(R"({"metadata": {}})")), doctest::Contains("no \"weight_map\""),
+                       kiln::FileError);
+  CHECK_THROWS_AS(kiln::io::ShardedSafetensors(write("{")), kiln::FileError);
+  CHECK_THROWS_AS(kiln::io::ShardedSafetensors(t.file("none.json")), kiln::FileError);
+}

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
@@ -278,6 +279,73 @@ class SafetensorsFile {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::size_t> index_;
   std::map<std::string, std::string> metadata_;
+};
+
+// A checkpoint split over several files, as Hugging Face saves large models: an index,
+// model.safetensors.index.json, maps each tensor name to its file in the same directory
+// ({"metadata": {...}, "weight_map": {"name": "model-00001-of-00002.safetensors", ...}}).
+// Each shard is opened (and its header checked) the first time one of its tensors is asked for.
+//   kiln::io::ShardedSafetensors ckpt("gemma/model.safetensors.index.json");
+//   kiln::Tensor<float> w = ckpt.get<float>("model.layers.0.mlp.up_proj.weight");
+class ShardedSafetensors {
+ public:
+  explicit ShardedSafetensors(const std::string& index_path) : index_path_(index_path) {
+    const auto slash = index_path.find_last_of('/');
+    dir_ = slash == std::string::npos ? "." : index_path.substr(0, slash);
+    std::FILE* f = std::fopen(index_path.c_str(), "rb");
+    if (!f) fail("cannot open it: " + std::string(std::strerror(errno)));
+    std::string text;
+    char chunk[65536];
+    for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) {
+      text.append(chunk, n);
+      if (text.size() > SafetensorsFile::kMaxHeaderBytes) {
+        std::fclose(f);
+        fail("larger than 100 MiB");
+      }
+    }
+    std::fclose(f);
+    nlohmann::json index;
+    try {
+      index = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("not valid JSON (") + e.what() + ")");
+    }
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      fail("no \"weight_map\" object");
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      if (!file.is_string()) fail("the file of \"" + name + "\" is not a string");
+      const std::string shard = file.get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+        fail("the file of \"" + name + "\" is not a file name in the index's directory: \"" + shard + "\"");
+      weight_map_[name] = shard;
+    }
+  }
+
+  // Every tensor name and the file that holds it.
+  const std::map<std::string, std::string>& weight_map() const { return weight_map_; }
+  bool contains(const std::string& name) const { return weight_map_.count(name) != 0; }
+  // The shard holding `name`, opened on first use.
+  const SafetensorsFile& shard_of(const std::string& name) {
+    const auto it = weight_map_.find(name);
+    if (it == weight_map_.end()) fail("no tensor named \"" + name + "\"");
+    auto& file = shards_[it->second];
+    if (!file) file = std::make_unique<SafetensorsFile>(dir_ + "/" + it->second);
+    if (!file->contains(name)) fail("\"" + name + "\" is not in " + it->second + ", where the index puts it");
+    return *file;
+  }
+  template <class T>
+  Tensor<T> get(const std::string& name, Device device = Device::cpu()) {
+    return shard_of(name).template get<T>(name, device);
+  }
+  std::vector<std::int64_t> get_integers(const std::string& name) { return shard_of(name).get_integers(name); }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FileError("safetensors index " + index_path_ + ": " + what);
+  }
+  std::string index_path_, dir_;
+  std::map<std::string, std::string> weight_map_;
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> shards_;
 };
 
 // One tensor to save: a name and any float tensor (a CUDA tensor is copied to the host).
