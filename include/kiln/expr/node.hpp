@@ -130,6 +130,11 @@ constexpr auto share(const E& e) {
 }
 
 namespace detail {
+// Axis A of a rank-R value, a negative A counting from the end. Each op checks the range
+// itself, with a static_assert that names the op.
+template <int A, int R>
+inline constexpr int axis_index = A < 0 ? A + R : A;
+
 template <class Op>
 constexpr unsigned shape_only_of() {
   if constexpr (requires { Op::shape_only; }) return Op::shape_only;

@@ -257,7 +257,7 @@ template <int Axis, int Rank>
 constexpr int normalized_axis() {
   static_assert(Rank >= 1, "kiln: concat, slice, extract and insert need an operand of rank 1 or more");
   static_assert(Axis >= -Rank && Axis < Rank, "kiln: the axis is out of range for the operand's rank");
-  return Axis < 0 ? Axis + Rank : Axis;
+  return axis_index<Axis, Rank>;
 }
 template <class X, class... Rest>
 constexpr void same_rank_and_type() {

@@ -165,7 +165,7 @@ constexpr auto unbroadcast(const G& g, const A& a) {
 template <int Axis, Expression X>
 constexpr auto count(X x) {
   static_assert(Axis >= -X::rank && Axis < X::rank, "kiln::count: the axis is out of range for the operand's rank");
-  constexpr int a = Axis < 0 ? Axis + X::rank : Axis;
+  constexpr int a = detail::axis_index<Axis, X::rank>;
   return Node<Count<a, false>, X>(Count<a, false>{}, x);
 }
 template <Expression X>

@@ -91,8 +91,7 @@ template <int A, int B, Expression X>
 constexpr auto transpose(X x) {
   static_assert(A >= -X::rank && A < X::rank && B >= -X::rank && B < X::rank,
                 "kiln::transpose<A, B>: an axis is out of range for the operand's rank");
-  constexpr int a = A < 0 ? A + X::rank : A, b = B < 0 ? B + X::rank : B;
-  return detail::permute_by<detail::swap_permutation<X::rank, a, b>()>(x);
+  return detail::permute_by<detail::swap_permutation<X::rank, detail::axis_index<A, X::rank>, detail::axis_index<B, X::rank>>()>(x);
 }
 template <Expression X>
 constexpr auto transpose(X x) {
@@ -126,9 +125,8 @@ struct Reshape {
 namespace detail {
 template <int First, int Last, Expression X, std::size_t N>
 constexpr auto reshape_axes(X x, const long (&dims)[N]) {
-  constexpr int out_rank = X::rank - (Last - First + 1) + static_cast<int>(N);
-  static_assert(out_rank <= kMaxRank, "kiln::reshape: the new rank exceeds kiln::kMaxRank (6)");
   using Op = Reshape<static_cast<int>(N), First, Last>;
+  static_assert(Op::template out_rank<X::rank> <= kMaxRank, "kiln::reshape: the new rank exceeds kiln::kMaxRank (6)");
   Op op{};
   for (std::size_t i = 0; i < N; ++i) op.dims[i] = dims[i];
   return Node<Op, X>(op, x);
@@ -136,7 +134,7 @@ constexpr auto reshape_axes(X x, const long (&dims)[N]) {
 template <int A, int Rank>
 constexpr int layout_axis() {
   static_assert(A >= -Rank && A < Rank, "kiln::flatten / kiln::unflatten: an axis is out of range for the operand's rank");
-  return A < 0 ? A + Rank : A;
+  return axis_index<A, Rank>;
 }
 }  // namespace detail
 

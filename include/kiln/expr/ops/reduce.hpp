@@ -89,7 +89,7 @@ constexpr auto make_axis_reduce(X x) {
   static_assert(X::rank >= 1, "kiln: reducing over an axis needs an operand of rank >= 1; use the all-axes form kiln::sum(x)");
   static_assert(Axis >= -X::rank && Axis < X::rank,
                 "kiln: the reduction axis is out of range for the operand's rank (axes run from -rank to rank-1)");
-  constexpr int a = Axis < 0 ? Axis + X::rank : Axis;
+  constexpr int a = axis_index<Axis, X::rank>;
   using Op = Reduce<K, a, Keep, false>;
   return Node<Op, X>(Op{}, x);
 }
