@@ -2,6 +2,7 @@
 // of every float type, zero-copy views, and every kind of corrupt file, each a FileError that
 // names the file and the fault.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdint>
@@ -223,4 +224,7 @@ TEST_CASE("a sharded checkpoint through its index") {
                        kiln::FileError);
   CHECK_THROWS_AS(kiln::io::ShardedSafetensors(write("{")), kiln::FileError);
   CHECK_THROWS_AS(kiln::io::ShardedSafetensors(t.file("none.json")), kiln::FileError);
+  REQUIRE(::mkfifo(t.file("fifo.json").c_str(), 0600) == 0);  // opening it for reading must not wait for a writer
+  CHECK_THROWS_WITH_AS(kiln::io::ShardedSafetensors(t.file("fifo.json")), doctest::Contains("not a regular file"),
+                       kiln::FileError);
 }

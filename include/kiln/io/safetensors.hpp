@@ -17,10 +17,7 @@
 //   kiln::Tensor<float> v = f.view<float>("h.0.attn.c_attn.weight");     // the mapped bytes, no copy
 //   kiln::io::save_safetensors("out.safetensors", {{"w", w}, {"b", b}}, {{"format", "pt"}});
 #pragma once
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -30,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -37,6 +35,8 @@
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/errors.hpp"
+#include "kiln/core/factories.hpp"
+#include "kiln/core/file.hpp"
 #include "kiln/core/tensor.hpp"
 
 namespace kiln::io {
@@ -81,23 +81,17 @@ class SafetensorsFile {
   static constexpr std::size_t kMaxHeaderBytes = 100u << 20;
 
   explicit SafetensorsFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) fail("cannot open it: " + std::string(std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail("not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        ::close(fd);
-        fail("cannot map it: " + std::string(std::strerror(errno)));
+    {
+      std::string why;
+      const kiln::detail::RegularFile file(path.c_str(), why);
+      if (!file.ok()) fail(file.error() ? "cannot open it: " + std::string(std::strerror(file.error())) : why);
+      size_ = file.size();
+      if (size_ > 0) {
+        void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+        if (p == MAP_FAILED) fail("cannot map it: " + std::string(std::strerror(errno)));
+        bytes_ = static_cast<const unsigned char*>(p);
       }
-      bytes_ = static_cast<const unsigned char*>(p);
-    }
-    ::close(fd);
+    }  // the mapping outlives the descriptor
     try {
       parse();
     } catch (...) {
@@ -130,11 +124,7 @@ class SafetensorsFile {
     Tensor<T> t(e.shape);
     const std::size_t n = e.shape.numel();
     auto convert = [&]<class S>(S) {
-      for (std::size_t i = 0; i < n; ++i) {
-        const S v = detail::load<S>(p + i * sizeof(S));
-        if constexpr (std::is_same_v<S, T>) t[i] = v;
-        else t[i] = static_cast<T>(static_cast<compute_t<T>>(static_cast<double>(widen(v))));
-      }
+      for (std::size_t i = 0; i < n; ++i) t[i] = kiln::detail::element_from<T>(widen(detail::load<S>(p + i * sizeof(S))));
     };
     if (e.dtype == "F32") convert(float{});
     else if (e.dtype == "F64") convert(double{});
@@ -292,21 +282,15 @@ class ShardedSafetensors {
   explicit ShardedSafetensors(const std::string& index_path) : index_path_(index_path) {
     const auto slash = index_path.find_last_of('/');
     dir_ = slash == std::string::npos ? "." : index_path.substr(0, slash);
-    std::FILE* f = std::fopen(index_path.c_str(), "rb");
-    if (!f) fail("cannot open it: " + std::string(std::strerror(errno)));
-    std::string text;
-    char chunk[65536];
-    for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) {
-      text.append(chunk, n);
-      if (text.size() > SafetensorsFile::kMaxHeaderBytes) {
-        std::fclose(f);
-        fail("larger than 100 MiB");
-      }
-    }
-    std::fclose(f);
+    std::string why;
+    const kiln::detail::RegularFile file(index_path.c_str(), why);
+    if (!file.ok()) fail(file.error() ? "cannot open it: " + std::string(std::strerror(file.error())) : why);
+    if (file.size() > SafetensorsFile::kMaxHeaderBytes) fail("larger than 100 MiB");
+    const std::optional<std::string> text = file.read_all();
+    if (!text) fail("cannot read it: " + std::string(std::strerror(errno)));
     nlohmann::json index;
     try {
-      index = nlohmann::json::parse(text);
+      index = nlohmann::json::parse(*text);
     } catch (const nlohmann::json::exception& e) {
       fail(std::string("not valid JSON (") + e.what() + ")");
     }

@@ -11,9 +11,7 @@
 // warning and a choice tuned again (load) or not kept (store).
 #pragma once
 #if defined(__unix__) || defined(__APPLE__)
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "kiln/core/file.hpp"
 #define KILN_AUTOTUNE_POSIX 1
 #else
 #define KILN_AUTOTUNE_POSIX 0
@@ -133,37 +131,15 @@ class AutotuneCache {
   // The file's bytes, at most kAutotuneFileLimit of them, or nothing with the reason in why.
   static std::optional<std::string> read_small_regular_file(const fs::path& p, std::string& why) {
 #if KILN_AUTOTUNE_POSIX
-    // O_NONBLOCK: a FIFO put there between the check and the open does not block the open.
-    const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-      why = "cannot be opened";
-      return std::nullopt;
-    }
-    struct FdCloser {
-      int fd;
-      ~FdCloser() { ::close(fd); }
-    } closer{fd};
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      why = "not a regular file";
-      return std::nullopt;
-    }
-    if (static_cast<std::uintmax_t>(st.st_size) > kAutotuneFileLimit) {
+    // Non-blocking: a FIFO put there between the check and the open does not block the open.
+    const detail::RegularFile f(p.c_str(), why);
+    if (!f.ok()) return std::nullopt;
+    if (f.size() > kAutotuneFileLimit) {
       why = "larger than 1 MiB";
       return std::nullopt;
     }
-    std::string text(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < text.size()) {
-      const ::ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0) {
-        why = "read error";
-        return std::nullopt;
-      }
-      if (n == 0) break;  // shrunk since fstat
-      got += static_cast<std::size_t>(n);
-    }
-    text.resize(got);
+    auto text = f.read_all();
+    if (!text) why = "read error";
     return text;
 #else
     std::ifstream f(p, std::ios::binary);
