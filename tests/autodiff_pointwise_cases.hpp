@@ -1,7 +1,7 @@
 // Reverse mode: the pointwise rules, unary and binary (with broadcasting), against central
-// finite differences in float64. Included by autodiff_unary.cpp and autodiff_binary.cpp, and by
-// cuda/cuda_pointwise_gradients.cpp, which runs the same cases with the gradients computed on
-// the GPU (gradcheck.hpp, on_device.hpp).
+// finite differences in float64. Registered by autodiff_unary.cpp and autodiff_binary.cpp with
+// DEVICE_CASE: on the CPU, and on the GPU with the gradients computed there (gradcheck.hpp,
+// on_device.hpp).
 #pragma once
 #include "gradcheck.hpp"
 

@@ -1,6 +1,6 @@
 // Reverse mode: reductions and row ops, against central finite differences in float64.
-// Included by autodiff_reduce.cpp and by cuda/cuda_gradients.cpp, which runs the same cases
-// with the gradients computed on the GPU (gradcheck.hpp, on_device.hpp).
+// Registered by autodiff_reduce.cpp with DEVICE_CASE: on the CPU, and on the GPU with the
+// gradients computed there (gradcheck.hpp, on_device.hpp).
 #pragma once
 #include "gradcheck.hpp"
 

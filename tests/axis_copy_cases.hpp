@@ -1,8 +1,8 @@
 // concat, slice, extract and insert (the axis-copy kernel kind) against a float64 reference:
 // along the first, a middle and the last axis, odd extents, sources read through strides (a
-// transposed view), fused consumers, bad shapes, and gradients by finite differences. Included
-// by ops_axis_copy.cpp and by cuda/cuda_broadcast_layout.cpp, which runs the same cases with the
-// inputs on the GPU (on_device.hpp).
+// transposed view), fused consumers, bad shapes, and gradients by finite differences. Registered
+// by ops_axis_copy.cpp with DEVICE_CASE: on the CPU, and on the GPU with the inputs on the
+// device (on_device.hpp).
 #pragma once
 #include "gradcheck.hpp"
 

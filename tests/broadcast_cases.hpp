@@ -1,6 +1,6 @@
 // Broadcasting: size-1 dims, rank-0 operands, rank mismatch, on both sides, compiled and eager.
-// Included by ops_broadcast.cpp and by cuda/cuda_broadcast_layout.cpp, which runs the same
-// cases with the inputs on the GPU (on_device.hpp).
+// Registered by ops_broadcast.cpp with DEVICE_CASE: on the CPU, and on the GPU with the inputs
+// on the device (on_device.hpp).
 #pragma once
 #include "on_device.hpp"
 

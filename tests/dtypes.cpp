@@ -1,9 +1,10 @@
-// The 16-bit element types on the CPU: conversions (against an independent rounding
-// reference), and every kernel kind in bf16 and f16 against float64 (dtype_cases.hpp; the GPU
-// runs the same cases in cuda/cuda_dtypes.cpp).
+// The 16-bit element types: conversions (against an independent rounding reference), and every
+// kernel kind in bf16 and f16 against float64 (dtype_cases.hpp), on the CPU and, with
+// DEVICE_CASE, on the GPU; the GPU's own 16-bit cases are in cuda/cuda_dtypes.cpp.
 #include <cmath>
 
 #include "dtype_cases.hpp"
+#include "on_device.hpp"
 
 namespace {
 // The value nearest to f among the representable ones, ties to the even encoding: the 16-bit
@@ -67,5 +68,5 @@ TEST_CASE("bf16 tensors and symbols") {
   CHECK(static_cast<float>(kiln::compile(x * (1.0 / 3.0))(x = ones)[0]) == static_cast<float>(kiln::bf16(1.0f)));
 }
 
-TEST_CASE("bf16 on the CPU, against float64") { dtype_cases::all<kiln::bf16>(kiln::Device::cpu()); }
-TEST_CASE("f16 on the CPU, against float64") { dtype_cases::all<kiln::f16>(kiln::Device::cpu()); }
+DEVICE_CASE("bf16 against float64", dtype_cases::all<kiln::bf16>(cases::device()))
+DEVICE_CASE("f16 against float64", dtype_cases::all<kiln::f16>(cases::device()))

@@ -10,7 +10,7 @@ namespace gradcheck {
 constexpr double kStep = 1e-6;
 
 // |analytic - numeric| <= 1e-6 + 1e-5 |numeric| for every element of every variable.
-void check(const std::string& name, const kiln::Tensor<double>& analytic, const std::vector<double>& numeric) {
+inline void check(const std::string& name, const kiln::Tensor<double>& analytic, const std::vector<double>& numeric) {
   INFO("op: " << name);
   REQUIRE(analytic.numel() == numeric.size());
   int bad = 0;

@@ -1,8 +1,8 @@
 // permute, transpose and reshape: views read through strides, copies only where a contiguous
 // value is needed (a reshape of a transpose, a GEMM operand without a unit stride, an output
-// that is a view or an input). Included by
-// ops_layout.cpp and by cuda/cuda_broadcast_layout.cpp, which runs the same cases with the
-// inputs on the GPU (on_device.hpp).
+// that is a view or an input). Registered by
+// ops_layout.cpp with DEVICE_CASE: on the CPU, and on the GPU with the inputs on the device
+// (on_device.hpp).
 #pragma once
 #include "gradcheck.hpp"
 

@@ -1,6 +1,6 @@
 // matmul: 2-D and batched, batch broadcast, transposed operands, epilogues, f32 and f64.
-// Included by ops_matmul.cpp and by cuda/cuda_matmul_normalization.cpp, which runs the same
-// cases with the inputs on the GPU (on_device.hpp): cuBLASLt in f32 (no TF32) and f64, the
+// Registered by ops_matmul.cpp with DEVICE_CASE: on the CPU, and on the GPU with the inputs
+// on the device (on_device.hpp): cuBLASLt in f32 (no TF32) and f64, the
 // small-product kernel for m <= 4, epilogues as cuBLASLt's or as a row kernel.
 #pragma once
 #include "on_device.hpp"

@@ -1,6 +1,6 @@
 // softmax, log_softmax and layer_norm against the float64 reference; each is one row kernel.
-// Included by ops_normalization.cpp and by cuda/cuda_matmul_normalization.cpp, which runs the
-// same cases with the inputs on the GPU (on_device.hpp).
+// Registered by ops_normalization.cpp, with DEVICE_CASE for those the GPU runs too, with the
+// inputs on the device (on_device.hpp).
 #pragma once
 #include "on_device.hpp"
 

@@ -1,19 +1,19 @@
-// concat, slice, extract, insert, swap_halves and rope on the CPU: the cases are in
-// axis_copy_cases.hpp and rotary_cases.hpp (the GPU runs them too); forward mode here.
+// concat, slice, extract, insert, swap_halves and rope: the cases are in
+// axis_copy_cases.hpp and rotary_cases.hpp (DEVICE_CASE: the GPU runs them too); forward mode here.
 #include "axis_copy_cases.hpp"
 #include "rotary_cases.hpp"
 
 using namespace axis_copy_cases;
 
-TEST_CASE("concat along each axis") { concat_along_each_axis(); }
-TEST_CASE("concat reads views and computed values") { concat_reads_views_and_computed_values(); }
-TEST_CASE("slice along a middle and the last axis") { slice_along_a_middle_and_the_last_axis(); }
-TEST_CASE("bad shapes are errors naming the op and the shapes") { bad_shapes_are_errors(); }
-TEST_CASE("a bf16 concat") { a_16_bit_concat(); }
-TEST_CASE("gradients of concat, slice, extract and insert") { gradients(); }
-TEST_CASE("chunk and split") { chunk_and_split(); }
-TEST_CASE("slice, extract and insert at run-time positions") { slice_extract_insert_at_run_time_positions(); }
-TEST_CASE("gradients of chunk and split") { chunk_gradients(); }
+DEVICE_CASE("concat along each axis", concat_along_each_axis())
+DEVICE_CASE("concat reads views and computed values", concat_reads_views_and_computed_values())
+DEVICE_CASE("slice along a middle and the last axis", slice_along_a_middle_and_the_last_axis())
+DEVICE_CASE("bad shapes are errors naming the op and the shapes", bad_shapes_are_errors())
+DEVICE_CASE("a bf16 concat", a_16_bit_concat())
+DEVICE_CASE("gradients of concat, slice, extract and insert", gradients())
+DEVICE_CASE("chunk and split", chunk_and_split())
+DEVICE_CASE("slice, extract and insert at run-time positions", slice_extract_insert_at_run_time_positions())
+DEVICE_CASE("gradients of chunk and split", chunk_gradients())
 
 TEST_CASE("jvp of chunk") {
   constexpr auto x = kiln::input<"x", 2, double>();
@@ -27,13 +27,13 @@ TEST_CASE("jvp of chunk") {
     for (std::size_t j = 0; j < 2; ++j) CHECK(std::abs(got[i * 2 + j] - 2 * xt[i * 4 + j + 2] * dxt[i * 4 + j + 2]) <= 1e-12);
 }
 
-TEST_CASE("swap_halves along the last and a middle axis") { rotary_cases::swap_halves_along_the_last_and_a_middle_axis(); }
+DEVICE_CASE("swap_halves along the last and a middle axis", rotary_cases::swap_halves_along_the_last_and_a_middle_axis())
 TEST_CASE("rope tables hold the angles of each position") { rotary_cases::tables_hold_the_angles_of_each_position(); }
-TEST_CASE("rope matches the rotation, f32") { rotary_cases::rope_matches_the_rotation<float>(); }
+DEVICE_CASE("rope matches the rotation, f32", rotary_cases::rope_matches_the_rotation<float>())
 TEST_CASE("rope matches the rotation, f64") { rotary_cases::rope_matches_the_rotation<double>(); }
-TEST_CASE("rope matches the rotation, bf16") { rotary_cases::rope_matches_the_rotation<kiln::bf16>(); }
-TEST_CASE("rope with tables of the wrong shape") { rotary_cases::bad_tables_are_shape_errors(); }
-TEST_CASE("gradients of swap_halves and rope") { rotary_cases::gradients(); }
+DEVICE_CASE("rope matches the rotation, bf16", rotary_cases::rope_matches_the_rotation<kiln::bf16>())
+DEVICE_CASE("rope with tables of the wrong shape", rotary_cases::bad_tables_are_shape_errors())
+DEVICE_CASE("gradients of swap_halves and rope", rotary_cases::gradients())
 
 TEST_CASE("jvp of concat with one operand's tangent, and of slice") {
   constexpr auto a = kiln::input<"a", 2, double>();

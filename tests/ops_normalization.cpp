@@ -1,10 +1,10 @@
-// softmax, log_softmax and layer_norm on the CPU: the cases are in normalization_cases.hpp
-// (the GPU runs them too).
+// softmax, log_softmax and layer_norm the cases are in normalization_cases.hpp
+// (DEVICE_CASE: the GPU runs them too).
 #include "normalization_cases.hpp"
 
 using namespace normalization_cases;
 
-TEST_CASE("softmax and log_softmax, f32 and f64, with large logits") { softmax_and_log_softmax_with_large_logits(); }
+DEVICE_CASE("softmax and log_softmax, f32 and f64, with large logits", softmax_and_log_softmax_with_large_logits())
 // Plans only, no tensors: the same on every device, so the GPU does not repeat it.
 TEST_CASE("softmax and log_softmax are one kernel each") {
   constexpr auto x = kiln::input<"x", 2>();
@@ -12,10 +12,9 @@ TEST_CASE("softmax and log_softmax are one kernel each") {
   CHECK(kiln::compile(kiln::log_softmax(x)).kernel_count() == 1);
   CHECK(kiln::compile(kiln::softmax(x * 0.125f)).kernel_count() == 1);
 }
-TEST_CASE("add + layer_norm, one kernel, f32 and f64") { add_and_layer_norm_one_kernel(); }
-TEST_CASE("rms_norm (Llama's and Gemma's forms) and layer_norm without a bias, f32 and f64") {
-  rms_norm_and_layer_norm_without_bias();
-}
+DEVICE_CASE("add + layer_norm, one kernel, f32 and f64", add_and_layer_norm_one_kernel())
+DEVICE_CASE("rms_norm (Llama's and Gemma's forms) and layer_norm without a bias, f32 and f64",
+            rms_norm_and_layer_norm_without_bias())
 // rms_norm over [rows, d] is one row-reduction kernel with one stage (the mean of x^2); the
 // rsqrt and the multiplies by it and by the weight are its epilogue over the row.
 TEST_CASE("rms_norm is one row kernel with one reduction stage") {

@@ -1,8 +1,8 @@
-// Pointwise ops in float32 against the float64 reference.
+// Pointwise ops in float32 against the float64 reference, on the CPU and the GPU (DEVICE_CASE).
 #include "pointwise_cases.hpp"
 
-TEST_CASE("unary pointwise ops, f32") { pointwise_cases::all_unary<float>(); }
-TEST_CASE("binary pointwise ops, f32") { pointwise_cases::all_binary<float>(); }
+DEVICE_CASE("unary pointwise ops, f32", pointwise_cases::all_unary<float>())
+DEVICE_CASE("binary pointwise ops, f32", pointwise_cases::all_binary<float>())
 
 TEST_CASE("NaN propagates through maximum, minimum and relu like PyTorch") {
   constexpr auto a = kiln::input<"a", 1>();

@@ -1,5 +1,5 @@
-// Pointwise ops in float64 against the float64 reference.
+// Pointwise ops in float64 against the float64 reference, on the CPU and the GPU (DEVICE_CASE).
 #include "pointwise_cases.hpp"
 
-TEST_CASE("unary pointwise ops, f64") { pointwise_cases::all_unary<double>(); }
-TEST_CASE("binary pointwise ops, f64") { pointwise_cases::all_binary<double>(); }
+DEVICE_CASE("unary pointwise ops, f64", pointwise_cases::all_unary<double>())
+DEVICE_CASE("binary pointwise ops, f64", pointwise_cases::all_binary<double>())

@@ -1,15 +1,15 @@
-// Reductions on the CPU: the cases are in reduce_cases.hpp (the GPU runs them too), plus one
+// Reductions: the cases are in reduce_cases.hpp (DEVICE_CASE: the GPU runs them too), plus one
 // that only the CPU has.
 #include "reduce_cases.hpp"
 
 using namespace reduce_cases;
 
-TEST_CASE("rank 1") { rank_1(); }
-TEST_CASE("rank 2, each axis") { rank_2_each_axis(); }
-TEST_CASE("rank 3, each axis") { rank_3_each_axis(); }
-TEST_CASE("float64") { float64(); }
-TEST_CASE("size-1 and long axes") { size_1_and_long_axes(); }
-TEST_CASE("reductions over everything") { over_everything(); }
+DEVICE_CASE("rank 1", rank_1())
+DEVICE_CASE("rank 2, each axis", rank_2_each_axis())
+DEVICE_CASE("rank 3, each axis", rank_3_each_axis())
+DEVICE_CASE("float64", float64())
+DEVICE_CASE("size-1 and long axes", size_1_and_long_axes())
+DEVICE_CASE("reductions over everything", over_everything())
 
 // CPU only: it varies the OpenMP thread count (the GPU's total reduction has no such knob).
 TEST_CASE("the total reduction does not depend on the thread count") {
@@ -27,7 +27,6 @@ TEST_CASE("the total reduction does not depend on the thread count") {
   ref::check_close(f(x = xt), ref::reduce_all(ref::from(xt), ref::Red::Sum), 1e-4, 1e-3);
 }
 
-TEST_CASE("a reduced value broadcast back over its row is one kernel") { reduced_value_broadcast_back_is_one_kernel(); }
-TEST_CASE("a cached stage input whose space differs from the output's is recomputed") {
-  cached_stage_input_of_another_space_is_recomputed();
-}
+DEVICE_CASE("a reduced value broadcast back over its row is one kernel", reduced_value_broadcast_back_is_one_kernel())
+DEVICE_CASE("a cached stage input whose space differs from the output's is recomputed",
+            cached_stage_input_of_another_space_is_recomputed())

@@ -1,6 +1,6 @@
 // Every pointwise op, compiled and eager, against the float64 reference on fresh random data.
-// Included by ops_pointwise_f32.cpp and ops_pointwise_f64.cpp with T set, and by
-// cuda/cuda_pointwise.cpp, which sets cases::device() to the GPU.
+// Registered by ops_pointwise_f32.cpp and ops_pointwise_f64.cpp with T set, with DEVICE_CASE:
+// on the CPU, and on the GPU (cases::device(), on_device.hpp).
 #pragma once
 #include "on_device.hpp"
 

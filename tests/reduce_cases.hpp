@@ -1,6 +1,6 @@
 // Reductions over one axis (every axis, negative axes, keepdim) and over everything, with
-// fused pointwise prologues, against the float64 reference. Included by ops_reduce.cpp and by
-// cuda/cuda_reduce.cpp, which runs the same cases with the inputs on the GPU (on_device.hpp).
+// fused pointwise prologues, against the float64 reference. Registered by ops_reduce.cpp with
+// DEVICE_CASE: on the CPU, and on the GPU with the inputs on the device (on_device.hpp).
 #pragma once
 #include "on_device.hpp"
 

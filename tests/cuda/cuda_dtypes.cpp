@@ -1,13 +1,14 @@
-// The 16-bit element types on the GPU: the CPU's cases (dtype_cases.hpp: every kernel kind,
-// 16-byte vector loads of 8 values, cuBLASLt in bf16 and f16 with float accumulation), against
-// float64; and ReduceOverhead's graphs in bf16.
+// The 16-bit element types on the GPU alone (dtypes.cpp runs the shared cases of dtype_cases.hpp
+// on both devices; part of test_dtypes): ReduceOverhead's graphs in bf16, the flat pointwise
+// path's pipelined loop, the small-product kernel, cuBLASLt's epilogues and kiln's tensor-core
+// GEMM kernel, against float64.
 #include <algorithm>
 
 #include "../dtype_cases.hpp"
 #include "../scoped_cache_dir.hpp"
 
-TEST_CASE("bf16 on the GPU, against float64") { dtype_cases::all<kiln::bf16>(kiln::Device::cuda()); }
-TEST_CASE("f16 on the GPU, against float64") { dtype_cases::all<kiln::f16>(kiln::Device::cuda()); }
+// Every case here is a GPU case (tests/test_main.cpp runs them with --on-gpu).
+TEST_SUITE_BEGIN("gpu");
 
 TEST_CASE("bf16 in ReduceOverhead: a transformer FFN replayed as a graph") {
   using S = kiln::bf16;
@@ -281,3 +282,5 @@ TEST_CASE("MaxAutotune: the tensor-core kernel is a candidate for bf16 GEMMs") {
     CHECK(plan.find("kiln's wgmma kernel fed by TMA") != std::string::npos);
   CHECK(tuned.autotune_stats().tuned > 0);
 }
+
+TEST_SUITE_END();

@@ -6,6 +6,9 @@
 #include <kiln/backend/cuda/runtime.hpp>
 #include <kiln/kiln.hpp>
 
+// Every case here is a GPU case (tests/test_main.cpp runs them with --on-gpu).
+TEST_SUITE_BEGIN("gpu");
+
 TEST_CASE("a g++ translation unit given CUDA tensors raises DeviceError naming the fix") {
   constexpr auto x = kiln::input<"x", 1>();
   auto f = kiln::compile(kiln::exp(x));
@@ -52,3 +55,5 @@ TEST_CASE("the Tensor API on CUDA tensors: factories, copy_from between every pa
   CHECK_THROWS_AS(d1.as_eigen_matrix(), kiln::DeviceError);
   CHECK(kiln::to_string(kiln::arange(3).cuda(), {.precision = 1}) == "tensor([0.0, 1.0, 2.0], dtype=f32, device=cuda:0)");
 }
+
+TEST_SUITE_END();

@@ -8,6 +8,9 @@
 #include "../reference.hpp"
 #include "../scoped_cache_dir.hpp"
 
+// Every case here is a GPU case (tests/test_main.cpp runs them with --on-gpu).
+TEST_SUITE_BEGIN("gpu");
+
 namespace {
 constexpr auto x = kiln::input<"x", 2>();
 constexpr auto w = kiln::param<"w", 2>();
@@ -151,3 +154,4 @@ TEST_CASE_FIXTURE(cases::OnGpu, "plan: a bias gradient is written by its weight 
   plan_cases::bias_gradient_beside_the_weight_gradient<kiln::bf16>(300, 512, 1024, h200);
 }
 
+TEST_SUITE_END();

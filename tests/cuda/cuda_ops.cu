@@ -4,6 +4,9 @@
 // total reductions, GEMM with epilogues and transposed operands).
 #include "../reference.hpp"
 
+// Every case here is a GPU case (tests/test_main.cpp runs them with --on-gpu).
+TEST_SUITE_BEGIN("gpu");
+
 namespace {
 template <class T>
 kiln::Tensor<T> on_gpu(const kiln::Tensor<T>& t) { return t.cuda(); }
@@ -271,3 +274,5 @@ TEST_CASE("device maths: float accuracy, and 16-bit results within a quarter of 
   CHECK(h.sigmoid < std::ldexp(1.0, -16));
   CHECK(h.tanh < 5e-7);
 }
+
+TEST_SUITE_END();

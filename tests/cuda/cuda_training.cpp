@@ -3,6 +3,9 @@
 // same step in float64 on the CPU over 5 steps: losses and every parameter and moment.
 #include "../reference.hpp"
 
+// Every case here is a GPU case (tests/test_main.cpp runs them with --on-gpu).
+TEST_SUITE_BEGIN("gpu");
+
 namespace {
 
 template <class T>
@@ -101,3 +104,5 @@ TEST_CASE("training step on the GPU, ReduceOverhead (CUDA graphs), against float
   check_against_float64<kiln::ReduceOverhead>();
 }
 TEST_CASE("training step on the GPU, Default, against float64 on the CPU") { check_against_float64<kiln::Default>(); }
+
+TEST_SUITE_END();
