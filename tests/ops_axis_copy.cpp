@@ -1,7 +1,6 @@
-// concat, slice, extract, insert, swap_halves and rope: the cases are in
-// axis_copy_cases.hpp and rotary_cases.hpp (DEVICE_CASE: the GPU runs them too); forward mode here.
+// concat, slice, extract, insert, chunk and split: the cases are in axis_copy_cases.hpp
+// (DEVICE_CASE: the GPU runs them too); forward mode here.
 #include "axis_copy_cases.hpp"
-#include "rotary_cases.hpp"
 
 using namespace axis_copy_cases;
 
@@ -26,14 +25,6 @@ TEST_CASE("jvp of chunk") {
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t j = 0; j < 2; ++j) CHECK(std::abs(got[i * 2 + j] - 2 * xt[i * 4 + j + 2] * dxt[i * 4 + j + 2]) <= 1e-12);
 }
-
-DEVICE_CASE("swap_halves along the last and a middle axis", rotary_cases::swap_halves_along_the_last_and_a_middle_axis())
-TEST_CASE("rope tables hold the angles of each position") { rotary_cases::tables_hold_the_angles_of_each_position(); }
-DEVICE_CASE("rope matches the rotation, f32", rotary_cases::rope_matches_the_rotation<float>())
-TEST_CASE("rope matches the rotation, f64") { rotary_cases::rope_matches_the_rotation<double>(); }
-DEVICE_CASE("rope matches the rotation, bf16", rotary_cases::rope_matches_the_rotation<kiln::bf16>())
-DEVICE_CASE("rope with tables of the wrong shape", rotary_cases::bad_tables_are_shape_errors())
-DEVICE_CASE("gradients of swap_halves and rope", rotary_cases::gradients())
 
 TEST_CASE("jvp of concat with one operand's tangent, and of slice") {
   constexpr auto a = kiln::input<"a", 2, double>();

@@ -1,7 +1,7 @@
 // swap_halves and rope (rotary position embedding) against a float64 reference written from
 // Hugging Face's apply_rotary_pos_emb: tables, values in f32 and bf16, positions that are not
 // 0..S-1, bad shapes and arguments, and gradients by finite differences. Registered by
-// ops_axis_copy.cpp, with DEVICE_CASE for those the GPU runs too (on_device.hpp).
+// ops_rotary.cpp, with DEVICE_CASE for those the GPU runs too (on_device.hpp).
 #pragma once
 #include <cmath>
 #include <vector>
