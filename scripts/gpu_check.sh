@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: builds the CUDA tests (unless KILN_GPU_BIN names a folder of
 # prebuilt ones), runs their GPU cases (--on-gpu, tests/test_main.cpp), then compute-sanitizer:
-# memcheck on test_cuda_ops, test_cuda_modes, test_dtypes, test_ops and test_reductions; racecheck on the row-reduction cases and the tensor-core GEMM kernels
-# (shared memory). Logs go to ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
+# memcheck on test_cuda_ops, test_cuda_modes, test_dtypes, test_ops and test_reductions;
+# racecheck on the row-reduction cases and the tensor-core GEMM kernels (shared memory). Logs
+# go to ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
 # KILN_SANITIZE=0 skips the sanitizers; KILN_SANITIZE=only runs just them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
