@@ -143,6 +143,9 @@ constexpr auto reverse_from(const Y& y, const Seed& seed, const Ws&... ws) {
   static_assert(sizeof...(Ws) > 0, "kiln::grad / kiln::vjp: name the symbols to differentiate with respect to");
   static_assert(((Ws::kind == NodeKind::Symbol) && ...),
                 "kiln::grad / kiln::vjp: differentiate with respect to symbols (kiln::param or kiln::input), not expressions");
+  static_assert((!is_index_element_v<typename Ws::dtype> && ...),
+                "kiln::grad / kiln::vjp: an integer input (kiln::i32, kiln::i64) has no gradient; differentiate with "
+                "respect to float symbols only");
   static_assert((std::is_same_v<typename Ws::dtype, typename Y::dtype> && ...),
                 "kiln::grad / kiln::vjp: a variable's element type differs from the differentiated expression's");
   using T = typename Y::dtype;

@@ -26,6 +26,7 @@ constexpr Tangent<X, Dx> tangent(X x, Dx dx) {
                 "kiln::tangent(x, kiln::input<\"dx\", 2>())");
   static_assert(X::rank == Dx::rank && std::is_same_v<typename X::dtype, typename Dx::dtype>,
                 "kiln::tangent: the tangent must have the variable's rank and element type");
+  static_assert(!is_index_element_v<typename X::dtype>, "kiln::tangent: an integer input (kiln::i32, kiln::i64) has no tangent");
   return {x, dx};
 }
 

@@ -1,6 +1,8 @@
 // kiln: element types. float and double compute in themselves; kiln::bf16 and kiln::f16 are
 // 16-bit storage types that compute in float (compute_t<T>): every kernel widens on load,
 // computes and accumulates in float, and rounds to nearest even once, on store.
+// std::int32_t and std::int64_t (kiln::i32, kiln::i64) are index types: token ids and
+// positions, read by the ops that take indices (kiln::embedding); no maths runs on them.
 //
 // kiln::bf16 and kiln::f16 are kiln's own structs on every compiler, bit-for-bit the layouts of
 // CUDA's __nv_bfloat16 and __half. They are not aliases of CUDA's types under nvcc because a
@@ -117,10 +119,18 @@ struct f16 {
   friend constexpr bool operator==(f16 a, f16 b) { return float(a) == float(b); }
 };
 
+using i32 = std::int32_t;
+using i64 = std::int64_t;
+
+// The element types values are computed in, and the index types.
+template <class T>
+inline constexpr bool is_float_element_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+template <class T>
+inline constexpr bool is_index_element_v = std::is_same_v<T, i32> || std::is_same_v<T, i64>;
 // The element types a Tensor and a symbol may have.
 template <class T>
-inline constexpr bool is_element_type_v =
-    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+inline constexpr bool is_element_type_v = is_float_element_v<T> || is_index_element_v<T>;
 
 // The type kernels compute and accumulate in.
 template <class T>
@@ -141,7 +151,12 @@ using compute_t = typename compute_type<T>::type;
 // The significant bits a value stored in T keeps (the implicit bit included): the precision a
 // kernel that stores T asks of its maths (kiln::math's Bits; core/math.hpp).
 template <class T>
-inline constexpr int significand_bits = std::is_same_v<T, double> ? 53 : std::is_same_v<T, bf16> ? 8 : std::is_same_v<T, f16> ? 11 : 24;
+inline constexpr int significand_bits = std::is_same_v<T, double> ? 53
+                                       : std::is_same_v<T, bf16>  ? 8
+                                       : std::is_same_v<T, f16>   ? 11
+                                       : std::is_same_v<T, i64>   ? 64
+                                       : std::is_same_v<T, i32>   ? 32
+                                                                  : 24;
 
 // Load: storage to compute type (exact). Store: compute to storage type (rounded to nearest
 // even for the 16-bit types).
@@ -162,7 +177,9 @@ constexpr const char* dtype_name() {
   if constexpr (std::is_same_v<T, float>) return "f32";
   else if constexpr (std::is_same_v<T, double>) return "f64";
   else if constexpr (std::is_same_v<T, bf16>) return "bf16";
-  else return "f16";
+  else if constexpr (std::is_same_v<T, f16>) return "f16";
+  else if constexpr (std::is_same_v<T, i32>) return "i32";
+  else return "i64";
 }
 // A number per element type, for constexpr comparisons (the planner's NodeInfo).
 template <class T>
@@ -170,7 +187,9 @@ constexpr int dtype_code() {
   if constexpr (std::is_same_v<T, float>) return 0;
   else if constexpr (std::is_same_v<T, double>) return 1;
   else if constexpr (std::is_same_v<T, bf16>) return 2;
-  else return 3;
+  else if constexpr (std::is_same_v<T, f16>) return 3;
+  else if constexpr (std::is_same_v<T, i32>) return 4;
+  else return 5;
 }
 
 }  // namespace kiln

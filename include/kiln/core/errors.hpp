@@ -23,6 +23,12 @@ struct ValueError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// An index outside its range, found on the host before any kernel runs, e.g.
+// "embedding: id 50257 at position 3 is not a row of the table [50257, 768]".
+struct IndexError : std::out_of_range {
+  using std::out_of_range::out_of_range;
+};
+
 // A file that cannot be read or written, or whose contents break its format (a safetensors
 // header that points past the file, say). The message names the file and what is wrong.
 struct FileError : std::runtime_error {

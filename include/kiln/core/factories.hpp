@@ -33,9 +33,10 @@ Tensor<T> on_device(Tensor<T> host, Device device) {
 template <class T = void, class V>
 auto full(const Shape& shape, V value, Device device = Device::cpu()) {
   using E = std::conditional_t<std::is_void_v<T>, V, T>;
-  static_assert(is_element_type_v<E>,
-                "kiln::full: the element type must be float, double, kiln::bf16 or kiln::f16; write the value as "
-                "1.0f, or name the type: kiln::full<float>(shape, 1)");
+  static_assert(is_element_type_v<E> && (!std::is_void_v<T> || !std::is_integral_v<V>),
+                "kiln::full: the element type must be float, double, kiln::bf16 or kiln::f16 (or an index type, "
+                "named: kiln::full<kiln::i64>(shape, 1)); write the value as 1.0f, or name the type: "
+                "kiln::full<float>(shape, 1)");
   Tensor<E> t(shape);
   t.fill(detail::element_from<E>(value));
   return detail::on_device(std::move(t), device);
@@ -83,8 +84,8 @@ Tensor<T> arange(double end, Device device = Device::cpu()) {
 template <class T>
 Tensor<T> from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu()) {
   static_assert(is_element_type_v<T>,
-                "kiln::from_vector: the values must be float, double, kiln::bf16 or kiln::f16 (a std::vector<float>, "
-                "not std::vector<int>)");
+                "kiln::from_vector: the values must be float, double, kiln::bf16, kiln::f16, kiln::i32 or kiln::i64 "
+                "(a std::vector<float>, not std::vector<int>)");
   if (values.size() != shape.numel())
     throw ShapeError("from_vector: " + std::to_string(values.size()) + " values for shape " + shape.str() + ", which has " +
                      std::to_string(shape.numel()) + " elements");

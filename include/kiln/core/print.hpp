@@ -73,6 +73,7 @@ class TensorPrinter {
  private:
   double at(std::size_t i) const { return static_cast<double>(widen(v_[i])); }
   std::string number(double x) const {
+    if constexpr (is_index_element_v<T>) return std::to_string(static_cast<long long>(x));
     if (std::isnan(x)) return "nan";
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
     char buf[64];

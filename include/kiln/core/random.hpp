@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kiln/core/errors.hpp"
 #include "kiln/core/tensor.hpp"
 
 namespace kiln {
@@ -36,6 +37,7 @@ T below(T hi) {
 // Standard normal samples (Box-Muller), reproducible for a given seed.
 template <class T = float>
 Tensor<T> randn(const Shape& shape, std::uint64_t seed = 0, Device device = Device::cpu()) {
+  static_assert(is_float_element_v<T>, "kiln::randn: T must be a float type; integers come from kiln::randint");
   Tensor<T> t(shape);
   const std::size_t n = t.numel();
   const std::uint64_t key = detail::splitmix64(seed ^ 0x6b696c6eull);
@@ -56,6 +58,7 @@ Tensor<T> randn(std::initializer_list<std::size_t> dims, std::uint64_t seed = 0,
 // Uniform samples in [lo, hi), [0, 1) by default.
 template <class T = float>
 Tensor<T> rand(const Shape& shape, std::uint64_t seed = 0, T lo = T(0.0f), T hi = T(1.0f), Device device = Device::cpu()) {
+  static_assert(is_float_element_v<T>, "kiln::rand: T must be a float type; integers come from kiln::randint");
   Tensor<T> t(shape);
   const std::uint64_t key = detail::splitmix64(seed ^ 0x72616e64ull);
   for (std::size_t i = 0; i < t.numel(); ++i) {
@@ -78,6 +81,23 @@ Tensor<T> rand(const Shape& shape, std::uint64_t seed, Device device) {
 template <class T = float>
 Tensor<T> rand(std::initializer_list<std::size_t> dims, std::uint64_t seed, Device device) {
   return rand<T>(Shape(dims), seed, T(0.0f), T(1.0f), device);
+}
+
+// Integers uniform in [low, high) (torch.randint), kiln::i64 by default: token ids and
+// positions for tests and examples. ValueError when the range is empty.
+template <class T = i64>
+Tensor<T> randint(std::int64_t low, std::int64_t high, const Shape& shape, std::uint64_t seed = 0,
+                  Device device = Device::cpu()) {
+  static_assert(is_index_element_v<T>, "kiln::randint: T must be kiln::i32 or kiln::i64");
+  if (low >= high || (std::is_same_v<T, i32> && (low < INT32_MIN || high - 1 > INT32_MAX)))
+    throw ValueError("randint: the range [" + std::to_string(low) + ", " + std::to_string(high) +
+                     ") is empty or does not fit " + dtype_name<T>());
+  Tensor<T> t(shape);
+  const std::uint64_t key = detail::splitmix64(seed ^ 0x72696e74ull);
+  const auto span = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low);
+  for (std::size_t i = 0; i < t.numel(); ++i)  // a 64-bit draw modulo span: bias below span / 2^64
+    t[i] = static_cast<T>(low + static_cast<std::int64_t>(detail::splitmix64(key + i) % span));
+  return device.is_cpu() ? t : t.to(device);
 }
 
 }  // namespace kiln

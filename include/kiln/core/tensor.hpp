@@ -120,7 +120,9 @@ inline std::size_t tensor_bytes(const Shape& shape, std::size_t element_size) {
 
 template <class T>
 class Tensor {
-  static_assert(is_element_type_v<T>, "kiln::Tensor: the element type must be float, double, kiln::bf16 or kiln::f16");
+  static_assert(is_element_type_v<T>,
+                "kiln::Tensor: the element type must be float, double, kiln::bf16, kiln::f16, or an index type "
+                "(kiln::i32, kiln::i64)");
 
  public:
   using value_type = T;

@@ -32,6 +32,7 @@ enum class NodeKind : std::uint8_t {
   ReshapeLike,  // a view with another value's shape
   ReduceTo,     // a sum down to another value's shape (the adjoint of broadcasting)
   AxisCopy,     // ranges along one axis copied from sources (concat, slice; expr/ops/axis_copy.hpp)
+  IndexRows,    // rows of a table gathered, or scattered and summed, by integer ids (expr/ops/index.hpp)
   Shared        // kiln::shared: an alias, never a node of the graph (flattening resolves it)
 };
 enum class SymbolKind : std::uint8_t { Input, Param };
@@ -141,9 +142,20 @@ constexpr unsigned shape_only_of() {
   else return 0u;
 }
 
+template <class Op>
+constexpr bool takes_indices() {
+  if constexpr (requires { Op::takes_indices; }) return Op::takes_indices;
+  else return false;
+}
 template <class Op, class... Cs>
-struct node_traits {  // a primitive op
-  using dtype = std::common_type_t<typename Cs::dtype...>;
+constexpr auto op_dtype() {
+  if constexpr (requires { typename Op::template dtype<typename Cs::dtype...>; })
+    return std::type_identity<typename Op::template dtype<typename Cs::dtype...>>{};
+  else return std::type_identity<std::common_type_t<typename Cs::dtype...>>{};
+}
+template <class Op, class... Cs>
+struct node_traits {  // a primitive op: Op::dtype<operand types...>, or their common type
+  using dtype = typename decltype(op_dtype<Op, Cs...>())::type;
   static constexpr int rank = Op::template out_rank<Cs::rank...>;
 };
 template <class Op, class... Cs>
@@ -158,6 +170,9 @@ struct node_traits<Op, Cs...> {  // a composite op: the traits of its expansion
 // An op applied to operands. `op` holds the op's stored values, if any.
 template <class Op, class... Cs>
 struct Node : ExprTag {
+  static_assert(detail::takes_indices<Op>() || (!is_index_element_v<typename Cs::dtype> && ...),
+                "kiln: an integer tensor (kiln::i32, kiln::i64) is an index: ops that take indices read it "
+                "(kiln::embedding), and no other op computes with it");
   using op_type = Op;
   using dtype = typename detail::node_traits<Op, Cs...>::dtype;
   static constexpr int rank = detail::node_traits<Op, Cs...>::rank;

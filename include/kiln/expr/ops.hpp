@@ -6,6 +6,7 @@
 #include "kiln/expr/ops/axis_copy.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/expr/ops/host.hpp"
+#include "kiln/expr/ops/index.hpp"
 #include "kiln/expr/ops/layout.hpp"
 #include "kiln/expr/ops/matmul.hpp"
 #include "kiln/expr/ops/normalization.hpp"

@@ -220,6 +220,7 @@ struct NodeInfo {
   // Reshapes: the operand's axes [reshape_first, reshape_last] are replaced by the new extents.
   int reshape_first = 0, reshape_last = -1;
   int dtype = 0;               // dtype_code of the element type
+  bool scatter = false;        // IndexRows: scatter_add_rows (else embedding, a gather)
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
 
@@ -242,6 +243,7 @@ constexpr NodeInfo describe() {
     if constexpr (requires { Op::column_index; }) n.column_index = Op::column_index;
     if constexpr (requires { Op::axis; }) n.axis = Op::axis;
     if constexpr (requires { Op::all; }) n.all = Op::all;
+    if constexpr (requires { Op::scatter; }) n.scatter = Op::scatter;
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;
       n.keep = Op::keep;

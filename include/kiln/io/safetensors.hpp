@@ -63,7 +63,9 @@ constexpr const char* dtype_of() {
   if constexpr (std::is_same_v<T, float>) return "F32";
   else if constexpr (std::is_same_v<T, double>) return "F64";
   else if constexpr (std::is_same_v<T, bf16>) return "BF16";
-  else return "F16";
+  else if constexpr (std::is_same_v<T, f16>) return "F16";
+  else if constexpr (std::is_same_v<T, i32>) return "I32";
+  else return "I64";
 }
 // Read a value of a little-endian file (kiln supports little-endian hosts only, as x86-64 and
 // the GPUs' hosts are).
@@ -118,7 +120,9 @@ class SafetensorsFile {
   // nearest even where T is narrower), on `device`. Integer dtypes: get_integers.
   template <class T>
   Tensor<T> get(const std::string& name, Device device = Device::cpu()) const {
-    static_assert(is_element_type_v<T>, "kiln::io::SafetensorsFile::get: T must be float, double, kiln::bf16 or kiln::f16");
+    static_assert(is_float_element_v<T>,
+                  "kiln::io::SafetensorsFile::get: T must be float, double, kiln::bf16 or kiln::f16; read integer "
+                  "tensors with get_integers, or view an I32 or I64 tensor as kiln::i32 or kiln::i64");
     const TensorInfo& e = info(name);
     const unsigned char* p = data(e);
     Tensor<T> t(e.shape);
@@ -138,7 +142,8 @@ class SafetensorsFile {
   // dtype must be T's and the data aligned for T (as the format's writers align it).
   template <class T>
   Tensor<T> view(const std::string& name) const {
-    static_assert(is_element_type_v<T>, "kiln::io::SafetensorsFile::view: T must be float, double, kiln::bf16 or kiln::f16");
+    static_assert(is_element_type_v<T>,
+                  "kiln::io::SafetensorsFile::view: T must be float, double, kiln::bf16, kiln::f16, kiln::i32 or kiln::i64");
     const TensorInfo& e = info(name);
     if (e.dtype != detail::dtype_of<T>())
       fail("tensor \"" + name + "\" is " + e.dtype + ", so it cannot be viewed as " + detail::dtype_of<T>() + "; use get");

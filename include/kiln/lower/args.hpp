@@ -133,6 +133,30 @@ struct AxisCopyArgs : RowArgs<T, NS, 0, 0> {
   }
 };
 
+// IndexRows (IndexRowsKernel): the iteration space is the ids' positions (rows, one per id,
+// in the ids' row-major order; the ids are contiguous) by the row length len. Load 0 is the
+// float operand:
+// - gather (embedding): the table; row r of the output (contiguous rows x len) is table row
+//   ids[r], element j at ptr[0][ids[r] * table_row_stride + j * inner[0]];
+// - scatter (scatter_add_rows): src, through its strides over the rows (outer[0]) as in RowArgs;
+//   the output is table_rows x len, contiguous, and row v is the sum of the src rows r with
+//   ids[r] = v, in increasing r.
+// An id outside [0, table_rows) is checked on the host where the ids are (check_ids).
+template <class T, class I>
+struct IndexRowsArgs : RowArgs<T, 1, 0, 0> {
+  const I* ids = nullptr;
+  index_t table_rows = 0;
+  index_t table_row_stride = 0;  // gather: the table's stride along its first axis
+};
+
+// The first position r whose id is outside [0, rows), or -1.
+template <class I>
+index_t first_id_out_of_range(const I* ids, index_t n, index_t rows) {
+  for (index_t r = 0; r < n; ++r)
+    if (ids[r] < 0 || static_cast<index_t>(ids[r]) >= rows) return r;
+  return -1;
+}
+
 // One GEMM operand, as a batch of matrices: element (b, i, j) at ptr[b*batch + i*row + j*col].
 template <class T>
 struct MatrixView {
@@ -174,6 +198,10 @@ struct kernel_args<GemmKernel<T, E, A, NL, NC>> {
 template <class T, int NS>
 struct kernel_args<AxisCopyKernel<T, NS>> {
   using type = AxisCopyArgs<T, NS>;
+};
+template <class T, class I, bool S>
+struct kernel_args<IndexRowsKernel<T, I, S>> {
+  using type = IndexRowsArgs<T, I>;
 };
 template <class Desc>
 using args_t = typename kernel_args<Desc>::type;

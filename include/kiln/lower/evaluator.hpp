@@ -225,6 +225,16 @@ struct AxisCopyKernel {
   static constexpr int nloads = NSources, nconsts = 0, nstages = 0;
 };
 
+// IndexRows: rows of a table gathered by integer ids (embedding), or rows of src added into
+// the rows the ids name (scatter_add_rows, Scatter); I is the ids' type. No evaluator tree.
+template <class T, class I, bool Scatter>
+struct IndexRowsKernel {
+  using value_type = T;
+  using index_type = I;
+  static constexpr bool scatter = Scatter;
+  static constexpr int nloads = 1, nconsts = 0, nstages = 0;
+};
+
 // ReduceTo: sum Tree (over the input's shape) down to the output's shape, which the input
 // broadcasts from: the adjoint of broadcasting, as gradients need it.
 template <class T, class Tree, int NLoads, int NConsts>

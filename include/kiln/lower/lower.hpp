@@ -42,6 +42,7 @@ struct KernelInfo {
   int nconsts = 0;
   int const_node[Cap] = {};
   int acc_slot = -1;  // Gemm: the load slot of the matmul's result
+  int index_node = -1;  // IndexRows: the ids (read through the kernel's own pointer, not a load slot)
   bool cached[kMaxStages] = {};  // Row: the stage keeps its input's values for the row
 
   constexpr int cached_stage_of(int n) const {
@@ -139,6 +140,15 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
         k.load_node[k.nloads] = n.children[c];
         k.load_space[k.nloads++] = 0;
       }
+  } else if (G.kind == KernelKind::IndexRows) {
+    // Load slot 0 is the table (embedding) or src (scatter_add_rows). The iteration space is
+    // the positions of the ids and the row length: the output's for a gather, src's for a scatter.
+    const auto& n = g.nodes[G.root];
+    k.index_node = n.children[0];
+    k.space_node[0] = n.scatter ? n.children[1] : G.root;
+    k.load_node[0] = n.children[1];
+    k.load_space[0] = 0;
+    k.nloads = 1;
   } else {
     k.space_node[0] = g.nodes[G.root].children[0];
     visit(visit, k.space_node[0], 0);
@@ -248,6 +258,12 @@ struct Program {
   struct lower_kernel<G, KernelKind::AxisCopy> {
     static constexpr auto& ki = kernel_info<G>;
     using type = AxisCopyKernel<typename graph_type::template node<ki.group.root>::dtype, ki.nloads>;
+  };
+  template <int G>
+  struct lower_kernel<G, KernelKind::IndexRows> {
+    static constexpr auto& ki = kernel_info<G>;
+    using type = IndexRowsKernel<typename graph_type::template node<ki.group.root>::dtype,
+                                 typename graph_type::template node<ki.index_node>::dtype, graph_type::info.nodes[ki.group.root].scatter>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::ReduceTo> {

@@ -4,7 +4,8 @@
 // kernel's launch candidates on its own data and keeps the fastest (cached on disk).
 //
 // A call throws only before its first kernel: the arena and every workspace are allocated
-// before it (workspaces when the plan is built), and MaxAutotune reads the on-disk cache for
+// before it (workspaces when the plan is built), ids are checked against their tables
+// before it, and MaxAutotune reads the on-disk cache for
 // every kernel before it too. Tuning a kernel that the cache did not answer runs between
 // kernels; it catches its own failures (an allocation, a cache write) and then runs the kernel
 // with Default's configuration.
@@ -33,6 +34,8 @@ void bind_pointers(Slot& pr, const Ptrs& ptr) {
   if constexpr (requires { pr.args.extra_out; })
     for (int e = 0; e < Desc::nextra; ++e)
       pr.args.extra_out[e] = pr.extra_buffer[e] >= 0 ? static_cast<T*>(ptr[pr.extra_buffer[e]]) : nullptr;
+  if constexpr (requires { pr.args.ids; })
+    pr.args.ids = static_cast<const typename Desc::index_type*>(ptr[pr.index_buffer]);
   if constexpr (requires { pr.args.epilogue; }) {
     pr.args.a.ptr = static_cast<const T*>(ptr[pr.a_buffer]);
     pr.args.b.ptr = static_cast<const T*>(ptr[pr.b_buffer]);
@@ -90,6 +93,18 @@ class CpuExecutor {
       arena = call_arena.get();
     }
     for (std::size_t b = F::kFirstArenaBuffer; b < st.buffers.size(); ++b) ptr[b] = arena + st.buffers[b];
+    // Indices (an embedding's ids) against what they index, before any kernel writes. The ids
+    // are always inputs (kiln computes no integer values), so they are readable now.
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      using Desc = typename Plan::template desc<G>;
+      if constexpr (requires { typename Desc::index_type; }) {
+        auto& pr = st.template slot<G>();
+        if (!st.runs(G)) return;
+        bind_pointers<Desc>(pr, ptr);
+        cpu::check_indices<Desc>(pr.args);
+      }
+    });
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
       using Desc = typename Plan::template desc<G>;

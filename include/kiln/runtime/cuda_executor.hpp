@@ -72,7 +72,7 @@ class CudaExecutor {
       constexpr int G = decltype(g)::value;
       using Desc = typename Plan::template desc<G>;
       std::size_t bytes = 0;
-      if constexpr (!requires { st.template slot<G>().args.epilogue; }) bytes = cuda::scratch_bytes<Desc>();
+      if constexpr (!requires { st.template slot<G>().args.epilogue; }) bytes = cuda::scratch_bytes<Desc>(st.template slot<G>().args);
       if (bytes == 0) return;
       cs.kernels[G].scratch = cuda::Buffer(bytes, st.device.index);
       KILN_CUDA_CHECK(cudaMemsetAsync(cs.kernels[G].scratch.get(), 0, bytes, cuda::stream()));

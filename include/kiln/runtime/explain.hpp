@@ -54,6 +54,9 @@ std::string explain_kernel() {
     case schedule::KernelKind::AxisCopy:
       kind = "axis copy";
       break;
+    case schedule::KernelKind::IndexRows:
+      kind = g.nodes[grp.root].scatter ? "scatter-add rows" : "gather rows";
+      break;
   }
   std::string ops;
   for (int i = 0; i < Program::size; ++i) {
@@ -77,6 +80,7 @@ std::string explain_kernel() {
   }
   if (grp.kind == schedule::KernelKind::Gemm)
     for (int c = 0; c < 2; ++c) read(node_label<Program>(g.nodes[grp.gemm].children[c]));
+  if (ki.index_node >= 0) read(node_label<Program>(ki.index_node));
   std::string read_list;
   for (const auto& l : reads) read_list += (read_list.empty() ? "" : ", ") + l;
   auto label = [&](int root) {

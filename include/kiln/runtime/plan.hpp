@@ -32,6 +32,7 @@ struct KernelSlot {
   lower::args_t<Desc> args{};
   int load_buffer[Desc::nloads > 0 ? Desc::nloads : 1] = {};
   int out_buffer = -1, a_buffer = -1, b_buffer = -1, acc_buffer = -1;
+  int index_buffer = -1;  // an index-rows kernel's ids
   // A pointwise kernel's extra outputs (the roots of kernels merged into it), or a GEMM's bias
   // gradient (extra_buffer[0]: the root of the sum_to kernel folded into it); -1 where that
   // kernel runs on its own for these shapes.

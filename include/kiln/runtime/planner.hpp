@@ -100,7 +100,7 @@ struct Planner {
       const auto& pr = st.template slot<G>();
       if (!st.runs(G)) return;  // merged (the kernel it runs in touches its output) or an identity
       // (a named array: nvcc 13.0's front end rejects a braced list in a range-for inside a generic lambda)
-      const std::array<int, 4> operands{pr.out_buffer, pr.a_buffer, pr.b_buffer, pr.acc_buffer};
+      const std::array<int, 5> operands{pr.out_buffer, pr.a_buffer, pr.b_buffer, pr.acc_buffer, pr.index_buffer};
       for (int b : operands) touch(G, b);
       for (int b : pr.extra_buffer) touch(G, b);
       for (int b : pr.load_buffer) touch(G, b);
@@ -301,7 +301,7 @@ struct Planner {
     ra.nrow_dims = std::max(ro - 1, 0);
     for (int d = 0; d + 1 < ro; ++d) ra.row_dims[d] = static_cast<index_t>(o[d]);
     ra.len = ro ? static_cast<index_t>(o[ro - 1]) : 1;
-    if constexpr (kind != schedule::KernelKind::AxisCopy)
+    if constexpr (kind != schedule::KernelKind::AxisCopy && kind != schedule::KernelKind::IndexRows)
       for (int s = 0; s < Desc::nloads; ++s) {
         const int n = ki.load_node[s];
         const bool copied = ki.group.copy && n == ki.group.root;
@@ -360,6 +360,23 @@ struct Planner {
         a.dst_begin[s] = layout.segments[s].dst_begin;
         a.seg_len[s] = layout.segments[s].len;
       }
+    } else if constexpr (kind == schedule::KernelKind::IndexRows) {
+      // The ids are contiguous over the row space, so merging its dims keeps ids[r] the id of
+      // row r. A gather reads its table row by the id (no stride over the rows); a scatter
+      // reads src as a row kernel reads a load.
+      const Face& f = st.faces[ki.load_node[0]];
+      auto& a = pr.args;
+      pr.index_buffer = st.faces[ki.index_node].buffer;
+      pr.load_buffer[0] = f.buffer;
+      if constexpr (Desc::scatter) {
+        a.table_rows = static_cast<index_t>(st.shapes[ki.group.root][0]);
+        load_strides(st.shapes[ki.load_node[0]], f, o, o, ra.outer[0], ra.inner[0]);
+      } else {
+        a.table_rows = static_cast<index_t>(st.shapes[ki.load_node[0]][0]);
+        a.table_row_stride = f.strides[0];
+        a.inner[0] = f.strides[1];
+      }
+      collapse(ra, false);
     } else if constexpr (kind == schedule::KernelKind::ReduceTo) {
       // Where each input element lands in the output: the output's strides, 0 where summed.
       const Shape& out = st.shapes[ki.group.root];
@@ -423,6 +440,10 @@ struct Planner {
         reads += static_cast<double>(pr.args.seg_len[s]) * elements / static_cast<double>(std::max<std::size_t>(
                                                                             st.shapes[ki.group.root][pr.args.axis], 1)) *
                  elem;
+    } else if constexpr (kind == schedule::KernelKind::IndexRows) {
+      // The rows the ids name (a gather reads no other row of the table), and the ids.
+      reads = elements * elem + static_cast<double>(ra.rows) * sizeof(typename Desc::index_type);
+      st.ops[G] = Desc::scatter ? elements : 0;
     } else if constexpr (kind == schedule::KernelKind::Row) {
       st.ops[G] = elements * lower::tree_ops<typename Desc::out_tree>::value;
       [&]<class... S>(lower::TypeList<S...>) {

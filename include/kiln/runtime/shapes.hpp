@@ -208,6 +208,21 @@ inline Shape axis_copy_shape(const graph::NodeInfo& n, const std::vector<Shape>&
   return axis_copy_layout(n, shapes, p).out;
 }
 
+// embedding(ids, table): ids' shape then the table's row length; scatter_add_rows(ids, src,
+// like): like's shape, src being ids' shape then like's row length.
+inline Shape index_rows_shape(const graph::NodeInfo& n, const Shape& ids, const Shape& table_or_src, const Shape& like) {
+  std::vector<std::size_t> rows(ids.begin(), ids.end());
+  if (!n.scatter) {
+    rows.push_back(table_or_src[1]);
+    return Shape(rows);
+  }
+  rows.push_back(like[1]);
+  if (!(table_or_src == Shape(rows)))
+    throw ShapeError("scatter_add_rows: src " + table_or_src.str() + " must be ids' shape " + ids.str() +
+                     " followed by the table's row length " + std::to_string(like[1]) + " (table " + like.str() + ")");
+  return like;
+}
+
 // Shape of node i from its operands' shapes, before the size check below.
 inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
   const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
@@ -245,6 +260,8 @@ inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<S
       return child(1);
     case NodeKind::AxisCopy:
       return axis_copy_shape(n, shapes, p);
+    case NodeKind::IndexRows:
+      return index_rows_shape(n, child(0), child(1), n.scatter ? child(2) : child(1));
     case NodeKind::Symbol:
     case NodeKind::Shared:  // never a node: flattening resolves it to its value's node
       break;

@@ -9,6 +9,7 @@
 
 #include "kiln/backend/cpu/axis_copy_kernel.hpp"
 #include "kiln/backend/cpu/gemm_kernel.hpp"
+#include "kiln/backend/cpu/index_rows_kernel.hpp"
 #include "kiln/backend/cpu/reduce_kernel.hpp"
 #include "kiln/backend/cpu/reduce_to_kernel.hpp"
 #include "kiln/backend/cpu/row_kernel.hpp"
@@ -37,6 +38,10 @@ template <class T, int NS>
 struct kernel_of<lower::AxisCopyKernel<T, NS>> {
   using type = AxisCopyKernelCpu<lower::AxisCopyKernel<T, NS>>;
 };
+template <class T, class I, bool S>
+struct kernel_of<lower::IndexRowsKernel<T, I, S>> {
+  using type = IndexRowsKernelCpu<lower::IndexRowsKernel<T, I, S>>;
+};
 template <class Desc>
 using kernel_t = typename kernel_of<Desc>::type;
 
@@ -57,6 +62,10 @@ template <class T, class Tr, int NL, int NC>
 struct workspace_of<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = typename ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>::Workspace;
 };
+template <class T, class I, bool S>
+struct workspace_of<lower::IndexRowsKernel<T, I, S>> {
+  using type = typename IndexRowsKernelCpu<lower::IndexRowsKernel<T, I, S>>::Workspace;
+};
 template <class Desc>
 using workspace_t = typename workspace_of<Desc>::type;
 
@@ -69,6 +78,13 @@ template <class Desc>
 void run(const lower::args_t<Desc>& args, workspace_t<Desc>& ws) {
   if constexpr (requires { kernel_t<Desc>::run(args, ws); }) kernel_t<Desc>::run(args, ws);
   else kernel_t<Desc>::run(args);
+}
+
+// Checks a kernel's indices against what they index (an IndexError), where the kernel has
+// any; the executor calls it for every kernel before the first one runs.
+template <class Desc>
+void check_indices(const lower::args_t<Desc>& args) {
+  if constexpr (requires { kernel_t<Desc>::check_ids(args); }) kernel_t<Desc>::check_ids(args);
 }
 
 template <class Desc>

@@ -3,6 +3,7 @@
 // ones (cmake/kiln_cuda_kernels.py).
 #pragma once
 #include "kiln/backend/cuda/axis_copy_kernel.cuh"
+#include "kiln/backend/cuda/index_rows_kernel.cuh"
 #include "kiln/backend/cuda/reduce_kernel.cuh"
 #include "kiln/backend/cuda/row_kernel.cuh"
 #include "kiln/backend/cuda/small_gemm.cuh"
@@ -27,6 +28,10 @@ struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
 template <class T, int NS>
 struct kernel_impl<lower::AxisCopyKernel<T, NS>> {
   using type = AxisCopyCuda<lower::AxisCopyKernel<T, NS>>;
+};
+template <class T, class I, bool S>
+struct kernel_impl<lower::IndexRowsKernel<T, I, S>> {
+  using type = IndexRowsCuda<lower::IndexRowsKernel<T, I, S>>;
 };
 
 template <class Epi, int Acc>

@@ -53,9 +53,16 @@ void launch(const launch_args_t<Desc>& args, const lower::LaunchConfig& config, 
 // Host-side facts about each kind, needed before a launch.
 inline constexpr int kTotalBlocks = 1024;  // a total reduction's partials
 
+// The scratch a kernel needs for its plan's arguments: a total reduction's partials, a 16-bit
+// scatter_add_rows's float sums.
 template <class Desc>
-std::size_t scratch_bytes() {
-  if constexpr (requires { Desc::total; }) return Desc::total ? kTotalBlocks * sizeof(compute_t<typename Desc::value_type>) : 0;
+std::size_t scratch_bytes(const launch_args_t<Desc>& args) {
+  using C = compute_t<typename Desc::value_type>;
+  if constexpr (requires { Desc::total; }) return Desc::total ? kTotalBlocks * sizeof(C) : 0;
+  else if constexpr (requires { Desc::scatter; })
+    return Desc::scatter && !std::is_same_v<C, typename Desc::value_type>
+               ? static_cast<std::size_t>(args.table_rows * args.len) * sizeof(C)
+               : 0;
   else return 0;
 }
 

@@ -1,0 +1,104 @@
+// kiln: the index-rows kind on CUDA (embedding and scatter_add_rows; lower/args.hpp's
+// IndexRowsArgs).
+// - Gather: a block per output row at a time (grid-stride over rows), its threads along the
+//   row, so a row of the table is read and written coalesced. An id outside the table gives a
+//   row of NaN (the ids live on the device and are not checked on the host).
+// - Scatter: block b owns output rows [V b / B, V (b + 1) / B) and zeroes them. It then walks
+//   the ids in tiles of one per thread, compacts the positions whose id it owns (in order, by
+//   warp ballots) into shared memory, and adds those src rows into its rows, each thread along
+//   the row. Every output element is summed by one thread in increasing position, with no
+//   atomics: the result is deterministic. Each block reads every id (B x the ids' bytes, from
+//   L2). A 16-bit output is summed in float in the kernel's scratch and rounded once.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kiln/backend/cuda/launch.hpp"
+#include "kiln/backend/cuda/launch_config.cuh"
+#include "kiln/lower/args.hpp"
+
+namespace kiln::cuda {
+
+template <class T, class Args>
+__global__ void gather_rows_kernel(const Args a) {
+  await_previous_kernel();  // launched after the previous kernel (launch_after_previous)
+  for (index_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const auto v = static_cast<index_t>(a.ids[r]);
+    T* out = a.out + r * a.len;
+    if (v < 0 || v >= a.table_rows) {
+      for (index_t j = threadIdx.x; j < a.len; j += blockDim.x) out[j] = narrow<T>(static_cast<compute_t<T>>(NAN));
+      continue;
+    }
+    const T* src = a.ptr[0] + v * a.table_row_stride;
+    for (index_t j = threadIdx.x; j < a.len; j += blockDim.x) out[j] = src[j * a.inner[0]];
+  }
+}
+
+inline constexpr int kScatterThreads = 256;
+
+template <class T, class Args>
+__global__ void __launch_bounds__(kScatterThreads) scatter_add_rows_kernel(const Args a, compute_t<T>* wide) {
+  using C = compute_t<T>;
+  constexpr bool kWide = !std::is_same_v<T, C>;
+  __shared__ index_t hits[kScatterThreads];  // positions of this tile whose id this block owns, in order
+  __shared__ int warp_hits[kScatterThreads / 32];
+  await_previous_kernel();
+  const index_t rows = a.table_rows, len = a.len;
+  const index_t v0 = rows * blockIdx.x / gridDim.x, v1 = rows * (blockIdx.x + 1) / gridDim.x;
+  C* acc;
+  if constexpr (kWide) acc = wide;
+  else acc = a.out;
+  for (index_t v = v0; v < v1; ++v)
+    for (index_t j = threadIdx.x; j < len; j += blockDim.x) acc[v * len + j] = C(0);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  for (index_t base = 0; base < a.rows; base += blockDim.x) {
+    const index_t p = base + threadIdx.x;
+    const bool hit = p < a.rows && static_cast<index_t>(a.ids[p]) >= v0 && static_cast<index_t>(a.ids[p]) < v1;
+    const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) warp_hits[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < nwarps; ++w) {
+      before += w < warp ? warp_hits[w] : 0;
+      total += warp_hits[w];
+    }
+    if (hit) hits[before + __popc(ballot & ((1u << lane) - 1u))] = p;
+    __syncthreads();
+    for (int m = 0; m < total; ++m) {
+      const index_t q = hits[m];
+      const T* src[1];
+      lower::row_pointers(a, q, src);
+      C* o = acc + static_cast<index_t>(a.ids[q]) * len;
+      for (index_t j = threadIdx.x; j < len; j += blockDim.x) o[j] += widen(src[0][j * a.inner[0]]);
+    }
+    __syncthreads();  // before the next tile overwrites hits and warp_hits
+  }
+  if constexpr (kWide)
+    for (index_t v = v0; v < v1; ++v)
+      for (index_t j = threadIdx.x; j < len; j += blockDim.x) a.out[v * len + j] = narrow<T>(acc[v * len + j]);
+}
+
+template <class Desc>
+struct IndexRowsCuda;
+template <class T, class I, bool Scatter>
+struct IndexRowsCuda<lower::IndexRowsKernel<T, I, Scatter>> {
+  using Args = lower::IndexRowsArgs<T, I>;
+  static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
+    if constexpr (Scatter) {
+      if (a.table_rows == 0 || a.len == 0) return;
+      // A few blocks per multiprocessor, and no block without rows.
+      const auto blocks = static_cast<unsigned>(std::min<index_t>(a.table_rows, index_t{4} * multiprocessors()));
+      launch_after_previous<&scatter_add_rows_kernel<T, Args>>(blocks, dim3(kScatterThreads), 0, stream, a,
+                                                               static_cast<compute_t<T>*>(scratch));
+    } else {
+      if (a.rows == 0 || a.len == 0) return;
+      const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::clamp<index_t>((a.len + 31) / 32 * 32, 32, 256));
+      const auto blocks = static_cast<unsigned>(std::min<index_t>(a.rows, index_t{16} * multiprocessors()));
+      launch_after_previous<&gather_rows_kernel<T, Args>>(blocks, dim3(threads), 0, stream, a);
+    }
+    KILN_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+}  // namespace kiln::cuda
