@@ -134,9 +134,29 @@ void SoftmaxLong(benchmark::State& state) {
   run<M, S>(state, kiln::softmax(x), {rows, d}, 2.0 * sizeof(S) * rows * d, 0, x = sd);
 }
 
+// Not one of docs/benchmarks.md's workloads: an embedding's backward, GPT-2's token table
+// ([50257, 768]) and a batch of 8 x 1024 ids, that is scatter_add_rows(ids, g, table), which
+// kiln's VJP of embedding lowers to (deterministic: each row summed by one block in id order).
+// Bytes: g and the ids read once, the table's gradient written once.
+template <bench::Mode M, class S>
+void EmbBwd(benchmark::State& state) {
+  constexpr auto ids = kiln::input<"ids", 2, kiln::i64>();
+  constexpr auto g = kiln::input<"g", 3, S>();
+  constexpr auto table = kiln::input<"table", 2, S>();
+  const std::size_t B = 8, T = 1024, V = 50257, d = 768;
+  const auto idd = kiln::randint<kiln::i64>(0, V, {B, T}, 1, kiln::Device::cuda());
+  const auto &gd = randn_cuda<S>({B, T, d}, 2), &td = randn_cuda<S>({V, d}, 3);
+  const double bytes = double(sizeof(S)) * (B * T * d + V * d) + 8.0 * B * T;
+  run<M, S>(state, kiln::scatter_add_rows(ids, g, table), {V, d}, bytes, 0, ids = idd, g = gd, table = td);
+}
+
 using f32 = float;
 KILN_MODE(SoftmaxLong, "SoftmaxLong", f32, Default)
 KILN_MODE(SoftmaxLong, "SoftmaxLong", bf16, Default)
+KILN_MODE(EmbBwd, "EmbBwd", f32, Default)
+KILN_MODE(EmbBwd, "EmbBwd", f32, ReduceOverhead)
+KILN_MODE(EmbBwd, "EmbBwd", bf16, Default)
+KILN_MODE(EmbBwd, "EmbBwd", bf16, ReduceOverhead)
 KILN_MODES(W1, "W1", f32)
 KILN_MODES(W2, "W2", f32)
 KILN_MODES(W3, "W3", f32)

@@ -22,7 +22,7 @@ import sys
 
 KILN_MODES = ("Eager", "Default", "ReduceOverhead", "MaxAutotune")
 TORCH_MODES = ("eager", "compile", "reduce-overhead", "max-autotune")
-BANDWIDTH_WORKLOADS = ("W1", "W2", "W3", "SoftmaxLong")  # SoftmaxLong: kiln only (bench_gpu.cpp)
+BANDWIDTH_WORKLOADS = ("W1", "W2", "W3", "SoftmaxLong", "EmbBwd")  # SoftmaxLong: kiln only (bench_gpu.cpp)
 FIXED_BATCH = ("W5",)  # one batch only: a batch in the name is dropped, so both sides match
 UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 DASH = "–"

@@ -6,6 +6,9 @@ their GPU sizes, in PyTorch eager and in torch.compile's modes.
   W2  layer_norm(x + r, gamma, beta, eps=1e-5) over the last axis, x and r [16384, 768]
   W3  softmax(s * 0.125) over the last axis, s [16384, 1024]
   W4  gelu(x @ W1 + b1) @ W2 + b2, W1 [768, 3072], W2 [3072, 768], B in {1, 16, 256, 4096}
+  EmbBwd  an embedding's backward, deterministic: the gradient of GPT-2's token table [50257, 768]
+      from ids [8, 1024] and an incoming gradient [8, 1024, 768], that is
+      aten.embedding_dense_backward under torch.use_deterministic_algorithms(True)
   W5  one training step of an MLP 784-1024-1024-10 (ReLU), cross-entropy with integer labels,
       AdamW(lr=1e-3), batch 256, f32: zero_grad(set_to_none=True), forward, backward, step()
 
@@ -58,7 +61,7 @@ MODES = ("eager", "compile", "reduce-overhead", "max-autotune")
 DEFAULT_MODES = ("eager", "compile", "reduce-overhead")
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # both use CUDA graphs (cudagraph trees)
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "EmbBwd")
 
 # Sizes of docs/benchmarks.md's workloads: on the GPU, and on the CPU (smoke tests only).
 SIZES = {
@@ -114,6 +117,11 @@ def build(workload, dtype, batch):
                     randn((3072, 768), dtype, 3072 ** -0.5), randn((768,), dtype))
     if workload == "W5":
         return build_w5()
+    if workload == "EmbBwd":
+        vocab = 50257
+        ids = torch.randint(0, vocab, (8, 1024), device=DEV)
+        return (lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, vocab, -1, False)), \
+            (randn((8, 1024, 768), dtype), ids)
     raise ValueError(workload)
 
 
@@ -223,6 +231,8 @@ def run_case(workload, dtype_name, batch, mode, repeats, target_ms):
            "ms": None, "error": None, "peak_mb": None, "peak_reserved_mb": None,
            "first_call_s": None, "k": None}
     try:
+        # Deterministic kernels for the embedding's backward (kiln's scatter is deterministic).
+        torch.use_deterministic_algorithms(workload == "EmbBwd")
         fn, inputs = build(workload, DTYPES[dtype_name], batch)
         if mode == "eager":
             f = fn
@@ -348,7 +358,7 @@ def main():
     global DEV
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of W1..W5")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of W1..W5, EmbBwd")
     p.add_argument("--dtypes", default="f32,bf16", help="comma-separated, of f32,bf16 (W5: f32 only)")
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
                    help=f"comma-separated, of {','.join(MODES)}")
