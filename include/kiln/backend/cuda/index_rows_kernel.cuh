@@ -8,11 +8,15 @@
 //   warp ballots) into shared memory, and adds those src rows into its rows, each thread along
 //   the row. Every output element is summed by one thread in increasing position, with no
 //   atomics: the result is deterministic. Each block reads every id (B x the ids' bytes, from
-//   L2). A 16-bit output is summed in float in the kernel's scratch and rounded once.
+//   L2). The block's rows are zeroed first with 16-byte stores. A 16-bit output is summed in
+//   float in the kernel's scratch and rounded once; only the rows that some id names (marked
+//   in a shared bitmap by a first pass over the ids) go through the scratch, the others are
+//   just zero. With GPT-2's table and 8 x 1024 ids, 85% of the rows have no id.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/launch_config.cuh"
@@ -36,6 +40,22 @@ __global__ void gather_rows_kernel(const Args a) {
 }
 
 inline constexpr int kScatterThreads = 256;
+// The most rows one scatter block owns: its 16-bit path marks the rows it touches in a shared
+// bitmap of this many bits.
+inline constexpr index_t kScatterMaxOwnedRows = 4096;
+
+// Zeroes p[0, n) with the block's threads: 16-byte stores from the first 16-byte boundary on.
+template <class T>
+__device__ void zero_span(T* p, index_t n) {
+  const auto misalign = reinterpret_cast<std::uintptr_t>(p) % 16;
+  const index_t head = std::min<index_t>(n, misalign ? static_cast<index_t>((16 - misalign) / sizeof(T)) : 0);
+  const index_t vectors = static_cast<index_t>((n - head) * sizeof(T) / 16);
+  const index_t tail = head + vectors * static_cast<index_t>(16 / sizeof(T));
+  for (index_t j = threadIdx.x; j < head; j += blockDim.x) p[j] = T{};
+  auto* body = reinterpret_cast<uint4*>(p + head);
+  for (index_t j = threadIdx.x; j < vectors; j += blockDim.x) body[j] = make_uint4(0, 0, 0, 0);
+  for (index_t j = tail + threadIdx.x; j < n; j += blockDim.x) p[j] = T{};
+}
 
 template <class T, class Args>
 __global__ void __launch_bounds__(kScatterThreads) scatter_add_rows_kernel(const Args a, compute_t<T>* wide) {
@@ -43,18 +63,38 @@ __global__ void __launch_bounds__(kScatterThreads) scatter_add_rows_kernel(const
   constexpr bool kWide = !std::is_same_v<T, C>;
   __shared__ index_t hits[kScatterThreads];  // positions of this tile whose id this block owns, in order
   __shared__ int warp_hits[kScatterThreads / 32];
+  __shared__ unsigned touched[kWide ? kScatterMaxOwnedRows / 32 : 1];  // rows [v0, v1) with a hit
   await_previous_kernel();
   const index_t rows = a.table_rows, len = a.len;
   const index_t v0 = rows * blockIdx.x / gridDim.x, v1 = rows * (blockIdx.x + 1) / gridDim.x;
+  const auto owns = [&](index_t p) {
+    const auto v = static_cast<index_t>(a.ids[p]);
+    return v >= v0 && v < v1;
+  };
+  // Rows without a hit are zero. A 16-bit output sums the rows with hits in float in the
+  // scratch and rounds them into the output at the end; only those rows go through the scratch.
+  zero_span(a.out + v0 * len, (v1 - v0) * len);
   C* acc;
-  if constexpr (kWide) acc = wide;
-  else acc = a.out;
-  for (index_t v = v0; v < v1; ++v)
-    for (index_t j = threadIdx.x; j < len; j += blockDim.x) acc[v * len + j] = C(0);
+  if constexpr (kWide) {
+    acc = wide;
+    for (index_t w = threadIdx.x; w < kScatterMaxOwnedRows / 32; w += blockDim.x) touched[w] = 0;
+    __syncthreads();
+    for (index_t p = threadIdx.x; p < a.rows; p += blockDim.x)
+      if (owns(p)) {
+        const auto r = static_cast<index_t>(a.ids[p]) - v0;
+        atomicOr(&touched[r / 32], 1u << (r % 32));
+      }
+    __syncthreads();
+    for (index_t v = v0; v < v1; ++v)
+      if (touched[(v - v0) / 32] >> ((v - v0) % 32) & 1u) zero_span(acc + v * len, len);
+  } else {
+    acc = a.out;
+  }
+  __syncthreads();  // the zeroed rows before the sums (each element's owner thread may differ)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   for (index_t base = 0; base < a.rows; base += blockDim.x) {
     const index_t p = base + threadIdx.x;
-    const bool hit = p < a.rows && static_cast<index_t>(a.ids[p]) >= v0 && static_cast<index_t>(a.ids[p]) < v1;
+    const bool hit = p < a.rows && owns(p);
     const unsigned ballot = __ballot_sync(0xffffffffu, hit);
     if (lane == 0) warp_hits[warp] = __popc(ballot);
     __syncthreads();
@@ -76,7 +116,8 @@ __global__ void __launch_bounds__(kScatterThreads) scatter_add_rows_kernel(const
   }
   if constexpr (kWide)
     for (index_t v = v0; v < v1; ++v)
-      for (index_t j = threadIdx.x; j < len; j += blockDim.x) a.out[v * len + j] = narrow<T>(acc[v * len + j]);
+      if (touched[(v - v0) / 32] >> ((v - v0) % 32) & 1u)
+        for (index_t j = threadIdx.x; j < len; j += blockDim.x) a.out[v * len + j] = narrow<T>(acc[v * len + j]);
 }
 
 template <class Desc>
@@ -87,8 +128,11 @@ struct IndexRowsCuda<lower::IndexRowsKernel<T, I, Scatter>> {
   static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
     if constexpr (Scatter) {
       if (a.table_rows == 0 || a.len == 0) return;
-      // A few blocks per multiprocessor, and no block without rows.
-      const auto blocks = static_cast<unsigned>(std::min<index_t>(a.table_rows, index_t{4} * multiprocessors()));
+      // A few blocks per multiprocessor, no block without rows, none with more than
+      // kScatterMaxOwnedRows.
+      const auto blocks = static_cast<unsigned>(
+          std::max(std::min<index_t>(a.table_rows, index_t{4} * multiprocessors()),
+                   (a.table_rows + kScatterMaxOwnedRows - 1) / kScatterMaxOwnedRows));
       launch_after_previous<&scatter_add_rows_kernel<T, Args>>(blocks, dim3(kScatterThreads), 0, stream, a,
                                                                static_cast<compute_t<T>*>(scratch));
     } else {
