@@ -33,12 +33,21 @@ enum class NodeKind : std::uint8_t {
   ReduceTo,     // a sum down to another value's shape (the adjoint of broadcasting)
   AxisCopy,     // ranges along one axis copied from sources (concat, slice; expr/ops/axis_copy.hpp)
   IndexRows,    // rows of a table gathered, or scattered and summed, by integer ids (expr/ops/index.hpp)
+  Attention,    // softmax(q k^T) v and its derivatives, never materialising q k^T (expr/ops/attention.hpp)
   Shared        // kiln::shared: an alias, never a node of the graph (flattening resolves it)
 };
+// The most operands an op takes (attention's backward: q, k, v, its cotangent and two row
+// statistics).
+inline constexpr int kMaxOperands = 6;
+
 enum class SymbolKind : std::uint8_t { Input, Param };
 enum class ReduceKind : std::uint8_t { Sum, Mean, Max, Min };
 // The ops of the AxisCopy kind (expr/ops/axis_copy.hpp).
 enum class AxisCopyForm : std::uint8_t { Concat, Slice, Extract, Insert, SwapHalves, Chunk, ChunkInsert };
+// Attention (expr/ops/attention.hpp): its mask, and its parts, each a kernel of the attention
+// kind (the kernels' Part argument is the part's number).
+enum class AttentionMask : std::uint8_t { None, Causal };
+enum class AttentionPart : std::uint8_t { Out, Stats, GradQ, GradK, GradV };
 
 // Every expression type derives from ExprTag.
 struct ExprTag {};
@@ -170,6 +179,7 @@ struct node_traits<Op, Cs...> {  // a composite op: the traits of its expansion
 // An op applied to operands. `op` holds the op's stored values, if any.
 template <class Op, class... Cs>
 struct Node : ExprTag {
+  static_assert(sizeof...(Cs) <= kMaxOperands, "kiln: an op takes at most kiln::kMaxOperands operands");
   static_assert(detail::takes_indices<Op>() || (!is_index_element_v<typename Cs::dtype> && ...),
                 "kiln: an integer tensor (kiln::i32, kiln::i64) is an index: ops that take indices read it "
                 "(kiln::embedding), and no other op computes with it");

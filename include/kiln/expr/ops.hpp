@@ -3,6 +3,7 @@
 // and the kernels, not kiln.hpp: nvcc then never parses the runtime, autodiff or Eigen.
 #pragma once
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/ops/attention.hpp"
 #include "kiln/expr/ops/axis_copy.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/expr/ops/host.hpp"

@@ -197,7 +197,7 @@ struct NodeInfo {
   NodeKind kind{};
   int rank = 0;
   int nchildren = 0;
-  int children[3] = {-1, -1, -1};
+  int children[kMaxOperands] = {-1, -1, -1, -1, -1, -1};
   bool stateless = true;
   const char* name = "";
   // Reductions: what is reduced and how.
@@ -221,6 +221,11 @@ struct NodeInfo {
   int reshape_first = 0, reshape_last = -1;
   int dtype = 0;               // dtype_code of the element type
   bool scatter = false;        // IndexRows: scatter_add_rows (else embedding, a gather)
+  // Attention: which part (expr/ops/attention.hpp's AttentionPart), the mask, and the scale of
+  // q k^T (0: 1/sqrt(head_dim), taken from the shapes).
+  std::uint8_t attention_part = 0;
+  bool causal = false;
+  double scale = 0;
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
 
@@ -244,6 +249,11 @@ constexpr NodeInfo describe() {
     if constexpr (requires { Op::axis; }) n.axis = Op::axis;
     if constexpr (requires { Op::all; }) n.all = Op::all;
     if constexpr (requires { Op::scatter; }) n.scatter = Op::scatter;
+    if constexpr (requires { Op::attention_part; }) {
+      n.attention_part = static_cast<std::uint8_t>(Op::attention_part);
+      n.causal = Op::causal;
+      n.scale = Op::scale;
+    }
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;
       n.keep = Op::keep;

@@ -157,6 +157,36 @@ index_t first_id_out_of_range(const I* ids, index_t n, index_t rows) {
   return -1;
 }
 
+// Attention (AttentionKernel): load s's element (b, h, i, d) is at ptr[s][b * outer[s][0] +
+// h * outer[s][1] + i * outer[s][2] + d * inner[s]], strides being 0 along broadcast axes; the
+// descriptor names the slots (q, k, v, the cotangent g, the stats [.., 2]: lse then delta).
+// Query head h reads key/value head h / (heads / kv_heads). The output is contiguous, [batch,
+// heads, q_len, v_dim] (Out, GradQ: head_dim), [batch, heads, q_len, 2] (Stats) or [batch,
+// kv_heads, kv_len, head_dim or v_dim] (GradK, GradV). Under the causal mask query i sees keys
+// j <= i + kv_len - q_len.
+template <class T, int NL>
+struct AttentionArgs : RowArgs<T, NL, 0, 0> {
+  index_t batch = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, v_dim = 0;
+  compute_t<T> scale = 1;
+  // The last key query i sees, plus one: kv_len, or i + 1 + kv_len - q_len under the mask (at
+  // most kv_len, at least 0).
+  KILN_HOST_DEVICE KILN_INLINE index_t keys_seen(index_t i, bool causal) const {
+    if (!causal) return kv_len;
+    const index_t e = i + 1 + kv_len - q_len;
+    return e < 0 ? 0 : (e > kv_len ? kv_len : e);
+  }
+  // The first query that sees key j (q_len where none does).
+  KILN_HOST_DEVICE KILN_INLINE index_t first_query(index_t j, bool causal) const {
+    if (!causal) return 0;
+    const index_t i = j - (kv_len - q_len);
+    return i < 0 ? 0 : (i > q_len ? q_len : i);
+  }
+  template <int S>
+  KILN_HOST_DEVICE KILN_INLINE const T* at(index_t b, index_t h, index_t i) const {
+    return this->ptr[S] + b * this->outer[S][0] + h * this->outer[S][1] + i * this->outer[S][2];
+  }
+};
+
 // One GEMM operand, as a batch of matrices: element (b, i, j) at ptr[b*batch + i*row + j*col].
 template <class T>
 struct MatrixView {
@@ -202,6 +232,10 @@ struct kernel_args<AxisCopyKernel<T, NS>> {
 template <class T, class I, bool S>
 struct kernel_args<IndexRowsKernel<T, I, S>> {
   using type = IndexRowsArgs<T, I>;
+};
+template <class T, int P, bool C, int NL>
+struct kernel_args<AttentionKernel<T, P, C, NL>> {
+  using type = AttentionArgs<T, NL>;
 };
 template <class Desc>
 using args_t = typename kernel_args<Desc>::type;

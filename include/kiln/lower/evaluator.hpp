@@ -235,6 +235,21 @@ struct IndexRowsKernel {
   static constexpr int nloads = 1, nconsts = 0, nstages = 0;
 };
 
+// Attention: one part of scaled dot-product attention (expr/ops/attention.hpp; Part is the
+// AttentionPart's number), the causal mask or none. Its loads are the node's operands read for
+// their values, in order; the slots below say which is which (-1: not read by this part).
+template <class T, int Part, bool Causal, int NLoads>
+struct AttentionKernel {
+  using value_type = T;
+  static constexpr int part = Part, nloads = NLoads, nconsts = 0, nstages = 0;
+  static constexpr bool causal = Causal;
+  static constexpr AttentionPart part_kind = static_cast<AttentionPart>(Part);
+  static constexpr bool grad_v = part_kind == AttentionPart::GradV;  // reads v for its shape only
+  static constexpr int q_slot = 0, k_slot = 1, v_slot = grad_v ? -1 : 2;
+  static constexpr int g_slot = part_kind == AttentionPart::Out ? -1 : grad_v ? 2 : 3;
+  static constexpr int stats_slot = part_kind == AttentionPart::Out || part_kind == AttentionPart::Stats ? -1 : grad_v ? 3 : 4;
+};
+
 // ReduceTo: sum Tree (over the input's shape) down to the output's shape, which the input
 // broadcasts from: the adjoint of broadcasting, as gradients need it.
 template <class T, class Tree, int NLoads, int NConsts>

@@ -131,7 +131,7 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
       }
       k.acc_slot = k.load_slot(G.gemm, 0);
     }
-  } else if (G.kind == KernelKind::AxisCopy) {
+  } else if (G.kind == KernelKind::AxisCopy || G.kind == KernelKind::Attention) {
     // The output's space; a load per source (the operands read for their values), in order.
     k.space_node[0] = G.root;
     const auto& n = g.nodes[G.root];
@@ -264,6 +264,12 @@ struct Program {
     static constexpr auto& ki = kernel_info<G>;
     using type = IndexRowsKernel<typename graph_type::template node<ki.group.root>::dtype,
                                  typename graph_type::template node<ki.index_node>::dtype, graph_type::info.nodes[ki.group.root].scatter>;
+  };
+  template <int G>
+  struct lower_kernel<G, KernelKind::Attention> {
+    static constexpr auto& ki = kernel_info<G>;
+    static constexpr auto& n = graph_type::info.nodes[ki.group.root];
+    using type = AttentionKernel<typename graph_type::template node<ki.group.root>::dtype, n.attention_part, n.causal, ki.nloads>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::ReduceTo> {

@@ -54,6 +54,9 @@ std::string explain_kernel() {
     case schedule::KernelKind::AxisCopy:
       kind = "axis copy";
       break;
+    case schedule::KernelKind::Attention:
+      kind = "attention";
+      break;
     case schedule::KernelKind::IndexRows:
       kind = g.nodes[grp.root].scatter ? "scatter-add rows" : "gather rows";
       break;

@@ -11,6 +11,7 @@
 //   6. lifetimes of the arena buffers, and their offsets (runtime/memory.hpp).
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kiln/runtime/plan.hpp"
@@ -301,7 +302,8 @@ struct Planner {
     ra.nrow_dims = std::max(ro - 1, 0);
     for (int d = 0; d + 1 < ro; ++d) ra.row_dims[d] = static_cast<index_t>(o[d]);
     ra.len = ro ? static_cast<index_t>(o[ro - 1]) : 1;
-    if constexpr (kind != schedule::KernelKind::AxisCopy && kind != schedule::KernelKind::IndexRows)
+    if constexpr (kind != schedule::KernelKind::AxisCopy && kind != schedule::KernelKind::IndexRows &&
+                  kind != schedule::KernelKind::Attention)
       for (int s = 0; s < Desc::nloads; ++s) {
         const int n = ki.load_node[s];
         const bool copied = ki.group.copy && n == ki.group.root;
@@ -377,6 +379,35 @@ struct Planner {
         a.inner[0] = f.strides[1];
       }
       collapse(ra, false);
+    } else if constexpr (kind == schedule::KernelKind::Attention) {
+      // Each operand through its own strides over (batch, head, position) and along its last
+      // axis, 0 where it broadcasts (the cotangent of a loss's sum); dims are not collapsed.
+      const auto& node = graph().nodes[ki.group.root];
+      const Shape &q = st.shapes[node.children[0]], &k = st.shapes[node.children[1]], &v = st.shapes[node.children[2]];
+      auto& a = pr.args;
+      for (int s = 0; s < Desc::nloads; ++s) {
+        const Shape& sh = st.shapes[ki.load_node[s]];
+        const Face& f = st.faces[ki.load_node[s]];
+        pr.load_buffer[s] = f.buffer;
+        for (int d = 0; d < 3; ++d) a.outer[s][d] = sh[d] == 1 ? 0 : f.strides[d];
+        a.inner[s] = sh[3] == 1 ? 0 : f.strides[3];
+      }
+      a.batch = static_cast<index_t>(q[0]);
+      a.heads = static_cast<index_t>(q[1]);
+      a.kv_heads = static_cast<index_t>(k[1]);
+      a.q_len = static_cast<index_t>(q[2]);
+      a.kv_len = static_cast<index_t>(k[2]);
+      a.head_dim = static_cast<index_t>(q[3]);
+      a.v_dim = static_cast<index_t>(v[3]);
+      a.scale = static_cast<compute_t<T>>(node.scale > 0 ? node.scale : 1.0 / std::sqrt(static_cast<double>(std::max<index_t>(a.head_dim, 1))));
+      // explain()'s count: 2 per multiply-add of each product over the (query, key) pairs the
+      // mask keeps (q k^T and p v forward; the backward's recomputed q k^T, g v^T and its own).
+      double pairs = 0;
+      for (index_t i = 0; i < a.q_len; ++i) pairs += static_cast<double>(a.keys_seen(i, Desc::causal));
+      const double d = static_cast<double>(a.head_dim), dv = static_cast<double>(a.v_dim);
+      constexpr bool three_products = Desc::part_kind == AttentionPart::GradQ || Desc::part_kind == AttentionPart::GradK;
+      const double per_pair = three_products ? 2 * d + dv : d + dv;
+      st.ops[G] = 2 * per_pair * pairs * static_cast<double>(a.batch * a.heads);
     } else if constexpr (kind == schedule::KernelKind::ReduceTo) {
       // Where each input element lands in the output: the output's strides, 0 where summed.
       const Shape& out = st.shapes[ki.group.root];
@@ -440,6 +471,8 @@ struct Planner {
         reads += static_cast<double>(pr.args.seg_len[s]) * elements / static_cast<double>(std::max<std::size_t>(
                                                                             st.shapes[ki.group.root][pr.args.axis], 1)) *
                  elem;
+    } else if constexpr (kind == schedule::KernelKind::Attention) {
+      // counted above
     } else if constexpr (kind == schedule::KernelKind::IndexRows) {
       // The rows the ids name (a gather reads no other row of the table), and the ids.
       reads = elements * elem + static_cast<double>(ra.rows) * sizeof(typename Desc::index_type);

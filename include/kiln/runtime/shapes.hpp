@@ -223,6 +223,39 @@ inline Shape index_rows_shape(const graph::NodeInfo& n, const Shape& ids, const 
   return like;
 }
 
+// Attention's parts (expr/ops/attention.hpp): q [B, H, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv,
+// Skv, Dv] and the cotangent g, which broadcasts to the output [B, H, Sq, Dv]; stats [B, H, Sq,
+// 2] is the Stats part's own result.
+inline Shape attention_shape(const graph::NodeInfo& n, const std::vector<Shape>& shapes) {
+  const auto part = static_cast<AttentionPart>(n.attention_part);
+  const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
+  const Shape &q = child(0), &k = child(1), &v = child(2);
+  const std::string what = "q " + q.str() + ", k " + k.str() + ", v " + v.str();
+  auto fail = [&](const std::string& why) { throw ShapeError(std::string(n.name) + ": " + why + " (" + what + ")"); };
+  if (q[0] != k[0] || k[0] != v[0]) fail("q, k and v must have one batch size");
+  if (k[1] != v[1] || k[2] != v[2]) fail("k and v must have one shape but for their head_dim");
+  if (q[3] != k[3]) fail("q and k must have one head_dim");
+  if (k[1] == 0 || q[1] % k[1] != 0) fail("q's heads must be a multiple of k's and v's (grouped-query attention)");
+  const Shape out{q[0], q[1], q[2], v[3]};
+  if (part != AttentionPart::Out) {
+    const Shape& g = child(3);
+    if (!broadcasts_to(g, out)) fail("the cotangent " + g.str() + " must broadcast to the output's shape " + out.str());
+  }
+  switch (part) {
+    case AttentionPart::Out:
+      return out;
+    case AttentionPart::Stats:
+      return Shape{q[0], q[1], q[2], 2};
+    case AttentionPart::GradQ:
+      return q;
+    case AttentionPart::GradK:
+      return k;
+    case AttentionPart::GradV:
+      return v;
+  }
+  return out;
+}
+
 // Shape of node i from its operands' shapes, before the size check below.
 inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
   const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
@@ -262,6 +295,8 @@ inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<S
       return axis_copy_shape(n, shapes, p);
     case NodeKind::IndexRows:
       return index_rows_shape(n, child(0), child(1), n.scatter ? child(2) : child(1));
+    case NodeKind::Attention:
+      return attention_shape(n, shapes);
     case NodeKind::Symbol:
     case NodeKind::Shared:  // never a node: flattening resolves it to its value's node
       break;

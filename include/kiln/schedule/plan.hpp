@@ -21,8 +21,8 @@
 // - Bias gradients (cuBLASLt's BGRADA): a sum_to kernel that sums the stored right operand B
 //   of a GEMM kernel over its rows (a linear layer's gb beside gw = x^T dz) may be written by
 //   that GEMM (fold_bias_gradients; the runtime decides per shape signature, on CUDA only).
-// - Axis copies (concat, slice) and index-rows ops (embedding, scatter_add_rows) are kernels of
-//   their own that read their operands from memory through their strides.
+// - Axis copies (concat, slice), index-rows ops (embedding, scatter_add_rows) and attention's
+//   parts are kernels of their own that read their operands from memory through their strides.
 // - Everything else is materialised: outputs, matmul operands, sources of views, values used
 //   by several kernels. Views (transpose, reshape) never run a kernel.
 // Nodes are visited from the last to the first, so every consumer is placed before its
@@ -32,7 +32,7 @@
 
 namespace kiln::schedule {
 
-enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo, AxisCopy, IndexRows };
+enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo, AxisCopy, IndexRows, Attention };
 
 inline constexpr int kMaxStages = 8;
 inline constexpr int kMaxRecompute = 4;  // kernels that may each recompute one value
@@ -227,7 +227,9 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       if (u == except || !live[u] || !g.reads_value(u, c)) continue;  // shape-only uses bind nothing
       any = true;
       const NodeKind uk = g.nodes[u].kind;
-      if (uk == NodeKind::Matmul || uk == NodeKind::AxisCopy || uk == NodeKind::IndexRows || is_view(uk)) memory = true;
+      if (uk == NodeKind::Matmul || uk == NodeKind::AxisCopy || uk == NodeKind::IndexRows || uk == NodeKind::Attention ||
+          is_view(uk))
+        memory = true;
       const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
       for (int k = 0; k < n_in; ++k) {
         const int grp = p.recompute[u] ? p.recompute_in[u][k] : p.group_of[u];
@@ -351,6 +353,8 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       new_group(i, KernelKind::AxisCopy);
     } else if (n.kind == NodeKind::IndexRows) {
       new_group(i, KernelKind::IndexRows);
+    } else if (n.kind == NodeKind::Attention) {
+      new_group(i, KernelKind::Attention);
     } else if (n.all) {
       new_group(i, KernelKind::TotalReduce);
     } else if (n.axis == g.nodes[n.children[0]].rank - 1) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <vector>
 
+#include "kiln/backend/cpu/attention_kernel.hpp"
 #include "kiln/backend/cpu/axis_copy_kernel.hpp"
 #include "kiln/backend/cpu/gemm_kernel.hpp"
 #include "kiln/backend/cpu/index_rows_kernel.hpp"
@@ -42,29 +43,26 @@ template <class T, class I, bool S>
 struct kernel_of<lower::IndexRowsKernel<T, I, S>> {
   using type = IndexRowsKernelCpu<lower::IndexRowsKernel<T, I, S>>;
 };
+template <class T, int P, bool C, int NL>
+struct kernel_of<lower::AttentionKernel<T, P, C, NL>> {
+  using type = AttentionKernelCpu<lower::AttentionKernel<T, P, C, NL>>;
+};
 template <class Desc>
 using kernel_t = typename kernel_of<Desc>::type;
 
 // What a kernel keeps between calls of one plan, reserved by prepare when the plan is built so
-// that no kernel allocates while a call runs: Eigen's packing buffers (and, for 16-bit operands,
-// the widened float copies) for a GEMM, the float sums of a 16-bit sum_to, nothing for the
-// others.
+// that no kernel allocates while a call runs: its kernel's Workspace where it declares one
+// (Eigen's packing buffers and 16-bit operands' float copies for a GEMM, the float sums of a
+// 16-bit sum_to or scatter, attention's per-thread tiles), else nothing.
 struct NoWorkspace {};
 template <class Desc>
 struct workspace_of {
   using type = NoWorkspace;
 };
-template <class T, class E, int A, int NL, int NC>
-struct workspace_of<lower::GemmKernel<T, E, A, NL, NC>> {
-  using type = typename GemmKernelCpu<lower::GemmKernel<T, E, A, NL, NC>>::Workspace;
-};
-template <class T, class Tr, int NL, int NC>
-struct workspace_of<lower::ReduceToKernel<T, Tr, NL, NC>> {
-  using type = typename ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>::Workspace;
-};
-template <class T, class I, bool S>
-struct workspace_of<lower::IndexRowsKernel<T, I, S>> {
-  using type = typename IndexRowsKernelCpu<lower::IndexRowsKernel<T, I, S>>::Workspace;
+template <class Desc>
+  requires requires { typename kernel_t<Desc>::Workspace; }
+struct workspace_of<Desc> {
+  using type = typename kernel_t<Desc>::Workspace;
 };
 template <class Desc>
 using workspace_t = typename workspace_of<Desc>::type;

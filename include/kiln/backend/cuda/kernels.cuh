@@ -2,6 +2,7 @@
 // in translation units nvcc builds, and by the kernel files the build generates for host-built
 // ones (cmake/kiln_cuda_kernels.py).
 #pragma once
+#include "kiln/backend/cuda/attention_kernel.cuh"
 #include "kiln/backend/cuda/axis_copy_kernel.cuh"
 #include "kiln/backend/cuda/index_rows_kernel.cuh"
 #include "kiln/backend/cuda/reduce_kernel.cuh"
@@ -32,6 +33,11 @@ struct kernel_impl<lower::AxisCopyKernel<T, NS>> {
 template <class T, class I, bool S>
 struct kernel_impl<lower::IndexRowsKernel<T, I, S>> {
   using type = IndexRowsCuda<lower::IndexRowsKernel<T, I, S>>;
+};
+
+template <class T, int P, bool C, int NL>
+struct kernel_impl<lower::AttentionKernel<T, P, C, NL>> {
+  using type = AttentionCuda<lower::AttentionKernel<T, P, C, NL>>;
 };
 
 template <class Epi, int Acc>

@@ -1,0 +1,296 @@
+// kiln: the attention kind on the CPU (expr/ops/attention.hpp; lower/args.hpp's AttentionArgs).
+// Blocked, with the online softmax: a task owns a tile of kTile queries of one head (or, for
+// dk and dv, a tile of kTile keys of one key/value head) and walks the other side in tiles of
+// kTile, so the scores live in one kTile x kTile block and [q_len, kv_len] is never stored.
+//   Out, Stats: per query tile, for each key tile: s = (scale q) k^T, then per row the running
+//     max m, the running sum l = sum exp(s - m) and the running numerators (sum p v for Out,
+//     sum p (g . v) for Stats), each rescaled by exp(m_old - m_new) when the max grows.
+//   GradQ: per query tile, p = exp(s - lse) recomputed, ds = p (g v^T - delta), dq += ds k.
+//   GradK, GradV: per key tile, over every query head of its group and every query tile that
+//     sees it: dk += ds^T q (scaled), dv += p^T g.
+// Products are blocked as rows x (columns transposed into a kTile-wide panel), so the inner loop
+// runs over kTile contiguous columns (SIMD) for q k^T, and over the head dimension for p v.
+// Maths in compute_t<T> (float for bf16 and f16, whose loads widen); each task reads its
+// operands through their strides into its thread's workspace, reserved by prepare().
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kiln/backend/cpu/parallel.hpp"
+#include "kiln/lower/args.hpp"
+
+namespace kiln::cpu {
+
+template <class Desc>
+struct AttentionKernelCpu;
+
+template <class T, int Part, bool Causal, int NL>
+struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
+  using Desc = lower::AttentionKernel<T, Part, Causal, NL>;
+  using Args = lower::AttentionArgs<T, NL>;
+  using C = compute_t<T>;
+  static constexpr index_t kTile = 64;
+  static constexpr C kNegInf = -std::numeric_limits<C>::infinity();
+
+  // A thread's buffers: two row blocks and two transposed panels of kTile x dim, a row block
+  // for the product's right side, the scores and their second product (kTile x kTile), the
+  // accumulator, and five per-row values.
+  struct Buffers {
+    C *rows_a, *rows_b, *panel_a, *panel_b, *rows_c, *rows_d, *s, *s2, *acc, *m, *l, *u, *lse, *delta;
+  };
+  static index_t dim_of(const Args& a) { return std::max(a.head_dim, a.v_dim); }
+  static index_t per_thread(const Args& a) { return 7 * kTile * dim_of(a) + 2 * kTile * kTile + 5 * kTile; }
+  struct Workspace {
+    std::vector<C> data;
+  };
+  static void prepare(const Args& a, Workspace& ws) {
+    const auto n = static_cast<std::size_t>(per_thread(a) * max_threads());
+    if (ws.data.size() < n) ws.data.resize(n);
+  }
+  static Buffers buffers(const Args& a, Workspace& ws) {
+    C* p = ws.data.data() + per_thread(a) * thread_index();
+    const index_t blk = kTile * dim_of(a);
+    Buffers b{};
+    C** order[] = {&b.rows_a, &b.rows_b, &b.panel_a, &b.panel_b, &b.rows_c, &b.rows_d, &b.acc};
+    for (C** x : order) *x = p, p += blk;
+    b.s = p, p += kTile * kTile;
+    b.s2 = p, p += kTile * kTile;
+    C** stats[] = {&b.m, &b.l, &b.u, &b.lse, &b.delta};
+    for (C** x : stats) *x = p, p += kTile;
+    return b;
+  }
+
+  // Rows [i0, i0 + n) of operand S at (b, h), times `mul`, as n x dim (row-major).
+  template <int S>
+  static void load_rows(const Args& a, index_t b, index_t h, index_t i0, index_t n, index_t dim, C mul, C* dst) {
+    for (index_t r = 0; r < n; ++r) {
+      const T* src = a.template at<S>(b, h, i0 + r);
+      C* d = dst + r * dim;
+      const index_t st = a.inner[S];
+      if (st == 1) {
+        KILN_SIMD
+        for (index_t x = 0; x < dim; ++x) d[x] = widen(src[x]) * mul;
+      } else {
+        for (index_t x = 0; x < dim; ++x) d[x] = widen(src[x * st]) * mul;
+      }
+    }
+  }
+  // The same rows transposed: dst[x * kTile + r], a panel of dim rows of kTile.
+  template <int S>
+  static void load_panel(const Args& a, index_t b, index_t h, index_t i0, index_t n, index_t dim, C* dst) {
+    for (index_t r = 0; r < n; ++r) {
+      const T* src = a.template at<S>(b, h, i0 + r);
+      const index_t st = a.inner[S];
+      for (index_t x = 0; x < dim; ++x) dst[x * kTile + r] = widen(src[x * st]);
+    }
+  }
+  // s[r * kTile + j] = sum_x rows[r * dim + x] panel[x * kTile + j], for r < nr, j < nc.
+  static void product(const C* rows, const C* panel, index_t nr, index_t nc, index_t dim, C* s) {
+    for (index_t r = 0; r < nr; ++r) {
+      C* __restrict out = s + r * kTile;
+      KILN_SIMD
+      for (index_t j = 0; j < nc; ++j) out[j] = C(0);
+      for (index_t x = 0; x < dim; ++x) {
+        const C v = rows[r * dim + x];
+        const C* __restrict p = panel + x * kTile;
+        KILN_SIMD
+        for (index_t j = 0; j < nc; ++j) out[j] += v * p[j];
+      }
+    }
+  }
+  // acc[r * dim + :] += sum_j w[r * kTile + j] rows[j * dim + :], for r < nr, j < nc.
+  static void accumulate(const C* w, const C* rows, index_t nr, index_t nc, index_t dim, C* acc) {
+    for (index_t r = 0; r < nr; ++r) {
+      C* __restrict out = acc + r * dim;
+      for (index_t j = 0; j < nc; ++j) {
+        const C p = w[r * kTile + j];
+        if (p == C(0)) continue;  // masked, or underflowed
+        const C* __restrict src = rows + j * dim;
+        KILN_SIMD
+        for (index_t x = 0; x < dim; ++x) out[x] += p * src[x];
+      }
+    }
+  }
+  static T* out_row(const Args& a, index_t b, index_t h, index_t i, index_t heads, index_t len, index_t dim) {
+    return a.out + ((b * heads + h) * len + i) * dim;
+  }
+  static int threads(const Args& a) {
+    return threads_for(a.batch * a.heads * a.q_len * std::max<index_t>(a.kv_len, 1), a.config);
+  }
+
+  // Out and Stats: one query tile of one head.
+  static void forward_tile(const Args& a, Workspace& ws, index_t b, index_t h, index_t i0) {
+    constexpr bool kStats = Desc::part_kind == AttentionPart::Stats;
+    const Buffers w = buffers(a, ws);
+    const index_t ni = std::min(kTile, a.q_len - i0), hk = h / (a.heads / a.kv_heads);
+    const index_t D = a.head_dim, Dv = a.v_dim;
+    load_rows<Desc::q_slot>(a, b, h, i0, ni, D, a.scale, w.rows_a);
+    if constexpr (kStats) load_rows<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.rows_b);
+    std::fill(w.m, w.m + ni, kNegInf);
+    std::fill(w.l, w.l + ni, C(0));
+    std::fill(w.u, w.u + ni, C(0));
+    if constexpr (!kStats) std::fill(w.acc, w.acc + ni * Dv, C(0));
+    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    for (index_t j0 = 0; j0 < kend; j0 += kTile) {
+      const index_t nj = std::min(kTile, kend - j0);
+      load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
+      product(w.rows_a, w.panel_a, ni, nj, D, w.s);
+      if constexpr (kStats) {  // g v^T
+        load_panel<Desc::v_slot>(a, b, hk, j0, nj, Dv, w.panel_b);
+        product(w.rows_b, w.panel_b, ni, nj, Dv, w.s2);
+      } else {
+        load_rows<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.rows_c);
+      }
+      for (index_t r = 0; r < ni; ++r) {
+        C* s = w.s + r * kTile;
+        const index_t lim = std::clamp<index_t>(a.keys_seen(i0 + r, Causal) - j0, 0, nj);
+        C mx = kNegInf;
+        for (index_t j = 0; j < lim; ++j) mx = std::max(mx, s[j]);
+        const C m_new = std::max(w.m[r], mx);
+        if (m_new == kNegInf) {  // no key seen yet
+          std::fill(s, s + nj, C(0));
+          continue;
+        }
+        const C corr = w.m[r] == kNegInf ? C(0) : std::exp(w.m[r] - m_new);
+        C sum = 0, dot = 0;
+        for (index_t j = 0; j < nj; ++j) {
+          s[j] = j < lim ? std::exp(s[j] - m_new) : C(0);
+          sum += s[j];
+          if constexpr (kStats) dot += s[j] * w.s2[r * kTile + j];
+        }
+        w.l[r] = w.l[r] * corr + sum;
+        w.u[r] = w.u[r] * corr + dot;
+        w.m[r] = m_new;
+        if constexpr (!kStats)
+          for (index_t x = 0; x < Dv; ++x) w.acc[r * Dv + x] *= corr;
+      }
+      if constexpr (!kStats) accumulate(w.s, w.rows_c, ni, nj, Dv, w.acc);
+    }
+    for (index_t r = 0; r < ni; ++r) {
+      const bool seen = w.l[r] > C(0);
+      if constexpr (kStats) {
+        T* o = out_row(a, b, h, i0 + r, a.heads, a.q_len, 2);
+        o[0] = narrow<T>(seen ? w.m[r] + std::log(w.l[r]) : kNegInf);
+        o[1] = narrow<T>(seen ? w.u[r] / w.l[r] : C(0));
+      } else {
+        T* o = out_row(a, b, h, i0 + r, a.heads, a.q_len, Dv);
+        const C inv = seen ? C(1) / w.l[r] : C(0);
+        for (index_t x = 0; x < Dv; ++x) o[x] = narrow<T>(w.acc[r * Dv + x] * inv);
+      }
+    }
+  }
+
+  // The probabilities p = exp(s - lse) of a tile of scores in place (0 where masked or where
+  // the query sees no key), then, with dp = g v^T in s2, ds = p (dp - delta) in s2.
+  // Row r is query i0 + r, column c key j0 + c; `transposed`: row r is key j0 + r, column c
+  // query i0 + c.
+  static void probabilities(const Args& a, const Buffers& w, index_t i0, index_t ni, index_t j0, index_t nj, bool transposed,
+                            bool with_ds) {
+    const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj;
+    for (index_t r = 0; r < nr; ++r)
+      for (index_t c = 0; c < nc; ++c) {
+        const index_t qi = transposed ? c : r, kj = transposed ? r : c;
+        const C lse = w.lse[qi];
+        C& s = w.s[r * kTile + c];
+        const bool visible = j0 + kj < a.keys_seen(i0 + qi, Causal) && lse != kNegInf;
+        s = visible ? std::exp(s - lse) : C(0);
+        if (with_ds) {
+          C& d = w.s2[r * kTile + c];
+          d = s * (d - w.delta[qi]);
+        }
+      }
+  }
+  template <int S>
+  static void load_stats(const Args& a, index_t b, index_t h, index_t i0, index_t n, C* lse, C* delta) {
+    for (index_t r = 0; r < n; ++r) {
+      const T* p = a.template at<S>(b, h, i0 + r);
+      lse[r] = widen(p[0]);
+      delta[r] = widen(p[a.inner[S]]);
+    }
+  }
+
+  // GradQ: one query tile of one head.
+  static void grad_q_tile(const Args& a, Workspace& ws, index_t b, index_t h, index_t i0) {
+    const Buffers w = buffers(a, ws);
+    const index_t ni = std::min(kTile, a.q_len - i0), hk = h / (a.heads / a.kv_heads);
+    const index_t D = a.head_dim, Dv = a.v_dim;
+    load_rows<Desc::q_slot>(a, b, h, i0, ni, D, a.scale, w.rows_a);
+    load_rows<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.rows_b);
+    load_stats<Desc::stats_slot>(a, b, h, i0, ni, w.lse, w.delta);
+    std::fill(w.acc, w.acc + ni * D, C(0));
+    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    for (index_t j0 = 0; j0 < kend; j0 += kTile) {
+      const index_t nj = std::min(kTile, kend - j0);
+      load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
+      product(w.rows_a, w.panel_a, ni, nj, D, w.s);
+      load_panel<Desc::v_slot>(a, b, hk, j0, nj, Dv, w.panel_b);
+      product(w.rows_b, w.panel_b, ni, nj, Dv, w.s2);
+      probabilities(a, w, i0, ni, j0, nj, false, true);
+      load_rows<Desc::k_slot>(a, b, hk, j0, nj, D, C(1), w.rows_c);
+      accumulate(w.s2, w.rows_c, ni, nj, D, w.acc);
+    }
+    for (index_t r = 0; r < ni; ++r) {
+      T* o = out_row(a, b, h, i0 + r, a.heads, a.q_len, D);
+      for (index_t x = 0; x < D; ++x) o[x] = narrow<T>(w.acc[r * D + x] * a.scale);
+    }
+  }
+
+  // GradK and GradV: one key tile of one key/value head, summed over its query heads.
+  static void grad_kv_tile(const Args& a, Workspace& ws, index_t b, index_t hk, index_t j0) {
+    constexpr bool kGradK = Desc::part_kind == AttentionPart::GradK;
+    const Buffers w = buffers(a, ws);
+    const index_t nj = std::min(kTile, a.kv_len - j0), group = a.heads / a.kv_heads;
+    const index_t D = a.head_dim, Dv = a.v_dim, dim = kGradK ? D : Dv;
+    load_rows<Desc::k_slot>(a, b, hk, j0, nj, D, a.scale, w.rows_a);  // s^T = (scale k) q^T
+    if constexpr (kGradK) load_rows<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.rows_b);
+    std::fill(w.acc, w.acc + nj * dim, C(0));
+    const index_t first = a.first_query(j0, Causal);
+    for (index_t h = hk * group; h < (hk + 1) * group; ++h)
+      for (index_t i0 = first; i0 < a.q_len; i0 += kTile) {
+        const index_t ni = std::min(kTile, a.q_len - i0);
+        load_stats<Desc::stats_slot>(a, b, h, i0, ni, w.lse, w.delta);
+        load_panel<Desc::q_slot>(a, b, h, i0, ni, D, w.panel_a);
+        product(w.rows_a, w.panel_a, nj, ni, D, w.s);
+        if constexpr (kGradK) {
+          load_panel<Desc::g_slot>(a, b, h, i0, ni, Dv, w.panel_b);
+          product(w.rows_b, w.panel_b, nj, ni, Dv, w.s2);  // (g v^T)^T
+          probabilities(a, w, i0, ni, j0, nj, true, true);
+          load_rows<Desc::q_slot>(a, b, h, i0, ni, D, C(1), w.rows_c);
+          accumulate(w.s2, w.rows_c, nj, ni, D, w.acc);
+        } else {
+          probabilities(a, w, i0, ni, j0, nj, true, false);
+          load_rows<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.rows_c);
+          accumulate(w.s, w.rows_c, nj, ni, Dv, w.acc);
+        }
+      }
+    const C mul = kGradK ? a.scale : C(1);
+    for (index_t r = 0; r < nj; ++r) {
+      T* o = out_row(a, b, hk, j0 + r, a.kv_heads, a.kv_len, dim);
+      for (index_t x = 0; x < dim; ++x) o[x] = narrow<T>(w.acc[r * dim + x] * mul);
+    }
+  }
+
+  static void run(const Args& a, Workspace& ws) {
+    constexpr auto part = Desc::part_kind;
+    if constexpr (part == AttentionPart::GradK || part == AttentionPart::GradV) {
+      const index_t tiles = (a.kv_len + kTile - 1) / kTile;
+      parallel_for(a.batch * a.kv_heads * tiles, threads(a), [&](index_t t) {
+        grad_kv_tile(a, ws, t / (a.kv_heads * tiles), t / tiles % a.kv_heads, t % tiles * kTile);
+      });
+    } else {
+      const index_t tiles = (a.q_len + kTile - 1) / kTile;
+      parallel_for(a.batch * a.heads * tiles, threads(a), [&](index_t t) {
+        const index_t b = t / (a.heads * tiles), h = t / tiles % a.heads, i0 = t % tiles * kTile;
+        if constexpr (part == AttentionPart::GradQ) grad_q_tile(a, ws, b, h, i0);
+        else forward_tile(a, ws, b, h, i0);
+      });
+    }
+  }
+
+  // MaxAutotune's candidates: one thread or all.
+  static std::vector<LaunchConfig> candidates(const Args&) { return {{1, 0, 0, 0}, {max_threads(), 0, 0, 0}}; }
+};
+
+}  // namespace kiln::cpu

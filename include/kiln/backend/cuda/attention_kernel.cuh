@@ -1,0 +1,281 @@
+// kiln: the attention kind on CUDA (expr/ops/attention.hpp; lower/args.hpp's AttentionArgs),
+// the general kernel: every part, every element type, any strides, head_dim up to what shared
+// memory holds (256 in f32, bf16 and f16, 256 in f64 with smaller tiles).
+// A block owns a tile of `tile` queries of one head (Out, Stats, GradQ) or of `tile` keys of one
+// key/value head (GradK, GradV, over every query head of its group) and walks the other side in
+// tiles of the same size, as the CPU kernel does (backend/cpu/attention_kernel.hpp): operand
+// tiles are widened into shared memory (rows padded by one element against bank conflicts), the
+// tile x tile scores are products over shared memory, one thread per query row keeps the online
+// softmax's running max and sum, and the accumulator stays in shared memory. The maths runs in
+// compute_t<T> on CUDA cores; no tensor cores.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kiln/backend/cuda/launch.hpp"
+#include "kiln/backend/cuda/launch_config.cuh"
+#include "kiln/core/errors.hpp"
+#include "kiln/lower/args.hpp"
+
+namespace kiln::cuda {
+
+inline constexpr int kAttentionThreads = 256;
+__device__ __forceinline__ index_t least(index_t a, index_t b) { return a < b ? a : b; }
+
+// The shared-memory tiles of one block, carved from `base` (C elements).
+template <class C>
+struct AttentionTiles {
+  C *t0, *t1, *t2, *t3;  // operand tiles, tile x ld
+  C *s, *s2;             // scores and their second product, tile x (tile + 1)
+  C *acc;                // the accumulator, tile x max(D, Dv)
+  C *m, *l, *u, *corr;   // per row of the tile
+  __device__ AttentionTiles(C* base, index_t tile, index_t ld, index_t dim) {
+    C** order[] = {&t0, &t1, &t2, &t3};
+    for (C** x : order) *x = base, base += tile * ld;
+    s = base, base += tile * (tile + 1);
+    s2 = base, base += tile * (tile + 1);
+    acc = base, base += tile * dim;
+    C** rows[] = {&m, &l, &u, &corr};
+    for (C** x : rows) *x = base, base += tile;
+  }
+  static std::size_t bytes(index_t tile, index_t ld, index_t dim) {
+    return static_cast<std::size_t>(4 * tile * ld + 2 * tile * (tile + 1) + tile * dim + 4 * tile) * sizeof(C);
+  }
+};
+
+template <class T, int Part, bool Causal, int NL>
+struct AttentionDevice {
+  using Desc = lower::AttentionKernel<T, Part, Causal, NL>;
+  using Args = lower::AttentionArgs<T, NL>;
+  using C = compute_t<T>;
+  index_t tile, ld, dim;  // dim: max(D, Dv), ld = dim + 1
+
+  // Rows [i0, i0 + n) of operand S at (b, h), times mul, into dst (n x dim, row stride ld).
+  template <int S>
+  __device__ void load(const Args& a, index_t b, index_t h, index_t i0, index_t n, index_t cols, C mul, C* dst) const {
+    for (index_t e = threadIdx.x; e < n * cols; e += blockDim.x) {
+      const index_t r = e / cols, x = e % cols;
+      dst[r * ld + x] = widen(a.template at<S>(b, h, i0 + r)[x * a.inner[S]]) * mul;
+    }
+  }
+  // s[r, c] = sum_x A[r, x] B[c, x] for r < nr, c < nc (A and B of row stride ld).
+  __device__ void product(const C* A, const C* B, index_t nr, index_t nc, index_t cols, C* s) const {
+    for (index_t e = threadIdx.x; e < nr * nc; e += blockDim.x) {
+      const index_t r = e / nc, c = e % nc;
+      C acc = 0;
+      for (index_t x = 0; x < cols; ++x) acc += A[r * ld + x] * B[c * ld + x];
+      s[r * (tile + 1) + c] = acc;
+    }
+  }
+  // acc[r, x] = acc[r, x] * (corr ? corr[r] : 1) + sum_c w[r, c] B[c, x], r < nr, x < cols.
+  __device__ void accumulate(const C* w, const C* B, index_t nr, index_t nc, index_t cols, const C* corr, C* acc) const {
+    for (index_t e = threadIdx.x; e < nr * cols; e += blockDim.x) {
+      const index_t r = e / cols, x = e % cols;
+      C v = corr ? acc[r * dim + x] * corr[r] : acc[r * dim + x];
+      for (index_t c = 0; c < nc; ++c) v += w[r * (tile + 1) + c] * B[c * ld + x];
+      acc[r * dim + x] = v;
+    }
+  }
+  // p = exp(s - lse) in place (0 where masked or where the query sees no key) and, with_ds,
+  // ds = p (s2 - delta) in s2. transposed: rows are keys j0 + r, columns queries i0 + c.
+  __device__ void probabilities(const Args& a, AttentionTiles<C>& w, index_t i0, index_t ni, index_t j0, index_t nj,
+                                bool transposed, bool with_ds) const {
+    const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj;
+    for (index_t e = threadIdx.x; e < nr * nc; e += blockDim.x) {
+      const index_t r = e / nc, c = e % nc;
+      const index_t qi = transposed ? c : r, kj = transposed ? r : c;
+      const C lse = w.m[qi];
+      C& s = w.s[r * (tile + 1) + c];
+      const bool visible = j0 + kj < a.keys_seen(i0 + qi, Causal) && !::isinf(lse);
+      s = visible ? ::exp(s - lse) : C(0);
+      if (with_ds) {
+        C& d = w.s2[r * (tile + 1) + c];
+        d = s * (d - w.l[qi]);
+      }
+    }
+  }
+  // lse into m, delta into l, for queries [i0, i0 + n).
+  __device__ void load_stats(const Args& a, AttentionTiles<C>& w, index_t b, index_t h, index_t i0, index_t n) const {
+    constexpr int S = Desc::stats_slot;
+    for (index_t r = threadIdx.x; r < n; r += blockDim.x) {
+      const T* p = a.template at<S>(b, h, i0 + r);
+      w.m[r] = widen(p[0]);
+      w.l[r] = widen(p[a.inner[S]]);
+    }
+  }
+
+  __device__ void forward(const Args& a, AttentionTiles<C>& w, index_t b, index_t h, index_t i0) const {
+    constexpr bool kStats = Desc::part_kind == AttentionPart::Stats;
+    const C neg_inf = -INFINITY;
+    const index_t ni = least(tile, a.q_len - i0), hk = h / (a.heads / a.kv_heads), D = a.head_dim, Dv = a.v_dim;
+    load<Desc::q_slot>(a, b, h, i0, ni, D, a.scale, w.t0);
+    if constexpr (kStats) load<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.t3);
+    for (index_t r = threadIdx.x; r < ni; r += blockDim.x) w.m[r] = neg_inf, w.l[r] = 0, w.u[r] = 0;
+    if constexpr (!kStats)
+      for (index_t e = threadIdx.x; e < ni * dim; e += blockDim.x) w.acc[e] = 0;
+    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    for (index_t j0 = 0; j0 < kend; j0 += tile) {
+      const index_t nj = least(tile, kend - j0);
+      __syncthreads();  // the previous tile's readers are done
+      load<Desc::k_slot>(a, b, hk, j0, nj, D, C(1), w.t1);
+      load<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.t2);
+      __syncthreads();
+      product(w.t0, w.t1, ni, nj, D, w.s);
+      if constexpr (kStats) product(w.t3, w.t2, ni, nj, Dv, w.s2);  // g v^T
+      __syncthreads();
+      for (index_t r = threadIdx.x; r < ni; r += blockDim.x) {
+        C* s = w.s + r * (tile + 1);
+        const index_t seen = a.keys_seen(i0 + r, Causal) - j0, lim = seen < 0 ? 0 : (seen > nj ? nj : seen);
+        C mx = neg_inf;
+        for (index_t j = 0; j < lim; ++j) mx = ::fmax(mx, s[j]);
+        const C m_new = ::fmax(w.m[r], mx);
+        if (::isinf(m_new)) {  // no key seen yet
+          for (index_t j = 0; j < nj; ++j) s[j] = 0;
+          w.corr[r] = 1;
+          continue;
+        }
+        const C corr = ::isinf(w.m[r]) ? C(0) : ::exp(w.m[r] - m_new);
+        C sum = 0, dot = 0;
+        for (index_t j = 0; j < nj; ++j) {
+          s[j] = j < lim ? ::exp(s[j] - m_new) : C(0);
+          sum += s[j];
+          if constexpr (kStats) dot += s[j] * w.s2[r * (tile + 1) + j];
+        }
+        w.l[r] = w.l[r] * corr + sum;
+        w.u[r] = w.u[r] * corr + dot;
+        w.m[r] = m_new;
+        w.corr[r] = corr;
+      }
+      __syncthreads();
+      if constexpr (!kStats) accumulate(w.s, w.t2, ni, nj, Dv, w.corr, w.acc);
+    }
+    __syncthreads();
+    if constexpr (kStats) {
+      for (index_t r = threadIdx.x; r < ni; r += blockDim.x) {
+        T* o = a.out + ((b * a.heads + h) * a.q_len + i0 + r) * 2;
+        const bool seen = w.l[r] > C(0);
+        o[0] = narrow<T>(seen ? w.m[r] + ::log(w.l[r]) : neg_inf);
+        o[1] = narrow<T>(seen ? w.u[r] / w.l[r] : C(0));
+      }
+    } else {
+      for (index_t e = threadIdx.x; e < ni * Dv; e += blockDim.x) {
+        const index_t r = e / Dv, x = e % Dv;
+        const C l = w.l[r];
+        a.out[((b * a.heads + h) * a.q_len + i0 + r) * Dv + x] = narrow<T>(l > C(0) ? w.acc[r * dim + x] / l : C(0));
+      }
+    }
+  }
+
+  __device__ void grad_q(const Args& a, AttentionTiles<C>& w, index_t b, index_t h, index_t i0) const {
+    const index_t ni = least(tile, a.q_len - i0), hk = h / (a.heads / a.kv_heads), D = a.head_dim, Dv = a.v_dim;
+    load<Desc::q_slot>(a, b, h, i0, ni, D, a.scale, w.t0);
+    load<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.t3);
+    load_stats(a, w, b, h, i0, ni);
+    for (index_t e = threadIdx.x; e < ni * dim; e += blockDim.x) w.acc[e] = 0;
+    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    for (index_t j0 = 0; j0 < kend; j0 += tile) {
+      const index_t nj = least(tile, kend - j0);
+      __syncthreads();
+      load<Desc::k_slot>(a, b, hk, j0, nj, D, C(1), w.t1);
+      load<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.t2);
+      __syncthreads();
+      product(w.t0, w.t1, ni, nj, D, w.s);
+      product(w.t3, w.t2, ni, nj, Dv, w.s2);
+      __syncthreads();
+      probabilities(a, w, i0, ni, j0, nj, false, true);
+      __syncthreads();
+      accumulate(w.s2, w.t1, ni, nj, D, nullptr, w.acc);
+    }
+    __syncthreads();
+    for (index_t e = threadIdx.x; e < ni * D; e += blockDim.x) {
+      const index_t r = e / D, x = e % D;
+      a.out[((b * a.heads + h) * a.q_len + i0 + r) * D + x] = narrow<T>(w.acc[r * dim + x] * a.scale);
+    }
+  }
+
+  __device__ void grad_kv(const Args& a, AttentionTiles<C>& w, index_t b, index_t hk, index_t j0) const {
+    constexpr bool kGradK = Desc::part_kind == AttentionPart::GradK;
+    const index_t nj = least(tile, a.kv_len - j0), group = a.heads / a.kv_heads, D = a.head_dim, Dv = a.v_dim;
+    const index_t cols = kGradK ? D : Dv;
+    load<Desc::k_slot>(a, b, hk, j0, nj, D, a.scale, w.t0);  // s^T = (scale k) q^T
+    if constexpr (kGradK) load<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.t1);
+    for (index_t e = threadIdx.x; e < nj * dim; e += blockDim.x) w.acc[e] = 0;
+    const index_t first = a.first_query(j0, Causal);
+    for (index_t h = hk * group; h < (hk + 1) * group; ++h)
+      for (index_t i0 = first; i0 < a.q_len; i0 += tile) {
+        const index_t ni = least(tile, a.q_len - i0);
+        __syncthreads();
+        load<Desc::q_slot>(a, b, h, i0, ni, D, C(1), w.t2);
+        load<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.t3);
+        load_stats(a, w, b, h, i0, ni);
+        __syncthreads();
+        product(w.t0, w.t2, nj, ni, D, w.s);
+        if constexpr (kGradK) product(w.t1, w.t3, nj, ni, Dv, w.s2);  // (g v^T)^T
+        __syncthreads();
+        probabilities(a, w, i0, ni, j0, nj, true, kGradK);
+        __syncthreads();
+        if constexpr (kGradK) accumulate(w.s2, w.t2, nj, ni, D, nullptr, w.acc);
+        else accumulate(w.s, w.t3, nj, ni, Dv, nullptr, w.acc);
+      }
+    __syncthreads();
+    const C mul = kGradK ? a.scale : C(1);
+    for (index_t e = threadIdx.x; e < nj * cols; e += blockDim.x) {
+      const index_t r = e / cols, x = e % cols;
+      a.out[((b * a.kv_heads + hk) * a.kv_len + j0 + r) * cols + x] = narrow<T>(w.acc[r * dim + x] * mul);
+    }
+  }
+};
+
+template <class T, int Part, bool Causal, int NL>
+__global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lower::AttentionArgs<T, NL> a, index_t tile) {
+  using Dev = AttentionDevice<T, Part, Causal, NL>;
+  using C = typename Dev::C;
+  extern __shared__ double attention_smem[];  // double: aligned for every compute type
+  await_previous_kernel();
+  const index_t dim = a.head_dim > a.v_dim ? a.head_dim : a.v_dim;
+  const Dev dev{tile, dim + 1, dim};
+  AttentionTiles<C> w(reinterpret_cast<C*>(attention_smem), tile, dim + 1, dim);
+  constexpr auto part = Dev::Desc::part_kind;
+  if constexpr (part == AttentionPart::GradK || part == AttentionPart::GradV) {
+    const index_t tiles = (a.kv_len + tile - 1) / tile, t = blockIdx.x;
+    dev.grad_kv(a, w, t / (a.kv_heads * tiles), t / tiles % a.kv_heads, t % tiles * tile);
+  } else {
+    const index_t tiles = (a.q_len + tile - 1) / tile, t = blockIdx.x;
+    const index_t b = t / (a.heads * tiles), h = t / tiles % a.heads, i0 = t % tiles * tile;
+    if constexpr (part == AttentionPart::GradQ) dev.grad_q(a, w, b, h, i0);
+    else dev.forward(a, w, b, h, i0);
+  }
+}
+
+template <class Desc>
+struct AttentionCuda;
+template <class T, int Part, bool Causal, int NL>
+struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL>> {
+  using Desc = lower::AttentionKernel<T, Part, Causal, NL>;
+  using Args = lower::AttentionArgs<T, NL>;
+  using C = compute_t<T>;
+  static constexpr std::size_t kMaxShared = 200 * 1024;
+
+  static void run(const Args& a, const lower::LaunchConfig&, cudaStream_t stream, void*) {
+    constexpr auto part = Desc::part_kind;
+    constexpr bool per_key = part == AttentionPart::GradK || part == AttentionPart::GradV;
+    if (a.batch == 0 || a.heads == 0 || (per_key ? a.kv_len : a.q_len) == 0) return;
+    const index_t dim = std::max(a.head_dim, a.v_dim);
+    index_t tile = sizeof(C) == 8 ? 16 : 32;
+    while (tile > 4 && AttentionTiles<C>::bytes(tile, dim + 1, dim) > kMaxShared) tile /= 2;
+    const std::size_t smem = AttentionTiles<C>::bytes(tile, dim + 1, dim);
+    if (smem > kMaxShared)
+      throw ShapeError("attention: head_dim " + std::to_string(a.head_dim) + " (value head_dim " + std::to_string(a.v_dim) +
+                       ") needs more shared memory than a CUDA block has; head_dim up to 256 is supported on CUDA");
+    constexpr auto kernel = &attention_kernel<T, Part, Causal, NL>;
+    KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const index_t tiles = per_key ? (a.kv_len + tile - 1) / tile : (a.q_len + tile - 1) / tile;
+    const index_t blocks = a.batch * (per_key ? a.kv_heads : a.heads) * tiles;
+    launch_after_previous<kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kAttentionThreads), smem, stream, a, tile);
+    KILN_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+}  // namespace kiln::cuda

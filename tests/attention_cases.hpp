@@ -1,0 +1,184 @@
+// attention (the attention kernel kind) against a naive float64 softmax(q k^T scale) v: with
+// and without the causal mask, grouped-query heads, a value head_dim other than q's, lengths
+// that are not multiples of the kernels' tiles, decode (one query against a cache), more
+// queries than keys, a given scale, operands read through strides, head_dim 64, 128 and 256 in
+// f32 and bf16, 4096 positions, bad shapes, and gradients by central differences. Registered by
+// ops_attention.cpp with DEVICE_CASE: on the CPU, and on the GPU with the inputs on the device.
+#pragma once
+#include <cmath>
+#include <limits>
+
+#include "gradcheck.hpp"
+
+namespace attention_cases {
+
+// out[b, h, i, :] = sum_j softmax_j(scale q_i . k_j) v_j over the keys j <= i + Skv - Sq (all of
+// them without the mask), key/value head h / (H / Hkv); a query that sees no key gives zeros.
+inline ref::Array reference(const ref::Array& q, const ref::Array& k, const ref::Array& v, bool causal, double scale = 0) {
+  const std::size_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const std::size_t Hkv = k.shape[1], Skv = k.shape[2], Dv = v.shape[3];
+  if (scale == 0) scale = 1 / std::sqrt(static_cast<double>(D));
+  ref::Array out = ref::zeros({B, H, Sq, Dv});
+  std::vector<double> s(Skv);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h) {
+      const std::size_t hk = h / (H / Hkv);
+      for (std::size_t i = 0; i < Sq; ++i) {
+        const long seen = causal ? std::min<long>(static_cast<long>(Skv), static_cast<long>(i + 1 + Skv) - static_cast<long>(Sq))
+                                 : static_cast<long>(Skv);
+        if (seen <= 0) continue;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (long j = 0; j < seen; ++j) {
+          double dot = 0;
+          for (std::size_t d = 0; d < D; ++d)
+            dot += q.data[((b * H + h) * Sq + i) * D + d] * k.data[((b * Hkv + hk) * Skv + j) * D + d];
+          s[j] = dot * scale;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (long j = 0; j < seen; ++j) sum += s[j] = std::exp(s[j] - mx);
+        for (long j = 0; j < seen; ++j)
+          for (std::size_t d = 0; d < Dv; ++d)
+            out.data[((b * H + h) * Sq + i) * Dv + d] += s[j] / sum * v.data[((b * Hkv + hk) * Skv + j) * Dv + d];
+      }
+    }
+  return out;
+}
+
+template <class T>
+struct Qkv {
+  kiln::Tensor<T> q, k, v;
+};
+template <class T>
+Qkv<T> draw(const kiln::Shape& q, const kiln::Shape& kv, std::size_t dv, std::uint64_t seed) {
+  const kiln::Shape vs{kv[0], kv[1], kv[2], dv};
+  return {cases::randn<float>(q, seed).template as<T>(), cases::randn<float>(kv, seed + 1).template as<T>(),
+          cases::randn<float>(vs, seed + 2).template as<T>()};
+}
+template <class T>
+ref::Array want(const Qkv<T>& t, bool causal, double scale = 0) {
+  return reference(ref::from(t.q.cpu()), ref::from(t.k.cpu()), ref::from(t.v.cpu()), causal, scale);
+}
+
+constexpr auto q64 = kiln::input<"q", 4, double>();
+constexpr auto k64 = kiln::input<"k", 4, double>();
+constexpr auto v64 = kiln::input<"v", 4, double>();
+
+// Shapes around the tiles (64): one tile, several with a ragged end, grouped-query heads, a
+// value head_dim other than q's, decode and a longer cache than queries, with and without the
+// mask, in float64.
+inline void values() {
+  auto plain = kiln::compile(kiln::attention(q64, k64, v64));
+  auto masked = kiln::compile(kiln::attention<kiln::causal>(q64, k64, v64));
+  CHECK(plain.kernel_count() == 1);
+  CHECK(plain.explain().find("attention") != std::string::npos);
+  struct Case {
+    kiln::Shape q, kv;
+    std::size_t dv;
+  };
+  const Case shapes[] = {
+      {{1, 1, 5, 8}, {1, 1, 5, 8}, 8},        {{2, 3, 67, 16}, {2, 3, 67, 16}, 16},  // ragged second tile
+      {{1, 4, 130, 8}, {1, 2, 130, 8}, 8},    // two query heads per key/value head
+      {{2, 6, 33, 16}, {2, 2, 33, 16}, 12},   // three per head, and Dv != D
+      {{3, 4, 1, 32}, {3, 1, 150, 32}, 32},   // decode: one query against 150 cached positions
+      {{1, 2, 40, 8}, {1, 2, 100, 8}, 8},     // 40 new queries after 60 cached positions
+  };
+  std::uint64_t seed = 600;
+  for (const auto& c : shapes) {
+    const auto t = draw<double>(c.q, c.kv, c.dv, seed += 3);
+    ref::check_close(plain(q64 = t.q, k64 = t.k, v64 = t.v).cpu(), want(t, false), 1e-12, 1e-12);
+    ref::check_close(masked(q64 = t.q, k64 = t.k, v64 = t.v).cpu(), want(t, true), 1e-12, 1e-12);
+  }
+}
+
+// More queries than keys under the mask: the first Sq - Skv queries see nothing and get zeros.
+// A given scale. Operands read through strides: q as the [B, S, H, D] projection transposed.
+inline void masks_scales_and_strides() {
+  auto masked = kiln::compile(kiln::attention<kiln::causal>(q64, k64, v64));
+  const auto t = draw<double>({1, 2, 30, 8}, {1, 2, 20, 8}, 8, 620);
+  const auto got = masked(q64 = t.q, k64 = t.k, v64 = t.v).cpu();
+  ref::check_close(got, want(t, true), 1e-12, 1e-12);
+  CHECK(got[0] == 0.0);
+  auto scaled = kiln::compile(kiln::attention<kiln::AttentionMask::None, 0.3>(q64, k64, v64));
+  const auto u = draw<double>({2, 2, 19, 8}, {2, 2, 23, 8}, 8, 623);
+  ref::check_close(scaled(q64 = u.q, k64 = u.k, v64 = u.v).cpu(), want(u, false, 0.3), 1e-12, 1e-12);
+
+  constexpr auto x = kiln::input<"x", 4, double>();  // [B, S, H, D]
+  auto strided = kiln::compile(kiln::attention<kiln::causal>(kiln::transpose<1, 2>(x), k64, v64));
+  CHECK(strided.kernel_count() == 1);  // the transposed view is read in place
+  const auto xt = cases::randn<double>({2, 45, 3, 16}, 626);
+  const auto w = draw<double>({2, 3, 45, 16}, {2, 3, 45, 16}, 16, 627);
+  const auto xq = ref::from(kiln::compile(kiln::transpose<1, 2>(x))(x = xt).cpu());
+  ref::check_close(strided(x = xt, k64 = w.k, v64 = w.v).cpu(),
+                   reference(xq, ref::from(w.k.cpu()), ref::from(w.v.cpu()), true), 1e-12, 1e-12);
+}
+
+// head_dim 64, 128 and 256 in f32 and bf16 (each rounded once from float sums; the tolerance is
+// bf16's rounding of the output and of nothing else, the reference using the same bf16 inputs).
+template <class T>
+void head_dims(double rtol, double atol) {
+  constexpr auto q = kiln::input<"q", 4, T>();
+  constexpr auto k = kiln::input<"k", 4, T>();
+  constexpr auto v = kiln::input<"v", 4, T>();
+  auto f = kiln::compile(kiln::attention<kiln::causal>(q, k, v));
+  std::uint64_t seed = 630;
+  for (const std::size_t d : {64, 128, 256}) {
+    const auto t = draw<T>({2, 4, 77, d}, {2, 2, 77, d}, d, seed += 3);
+    ref::check_close(f(q = t.q, k = t.k, v = t.v).cpu(), want(t, true), rtol, atol);
+  }
+}
+
+// 4096 positions, causal, in f32: the online softmax over 64 key tiles.
+inline void long_sequence() {
+  constexpr auto q = kiln::input<"q", 4>();
+  constexpr auto k = kiln::input<"k", 4>();
+  constexpr auto v = kiln::input<"v", 4>();
+  auto f = kiln::compile(kiln::attention<kiln::causal>(q, k, v));
+  const auto t = draw<float>({1, 1, 4096, 64}, {1, 1, 4096, 64}, 64, 640);
+  ref::check_close(f(q = t.q, k = t.k, v = t.v).cpu(), want(t, true), 1e-4, 1e-5);
+}
+
+inline void bad_shapes() {
+  auto f = kiln::compile(kiln::attention(q64, k64, v64));
+  const auto q = cases::randn<double>({1, 4, 5, 8}, 650);
+  auto call = [&](const kiln::Shape& ks, const kiln::Shape& vs) {
+    return f(q64 = q, k64 = cases::randn<double>(ks, 651), v64 = cases::randn<double>(vs, 652));
+  };
+  CHECK_THROWS_WITH_AS(call({1, 3, 5, 8}, {1, 3, 5, 8}), doctest::Contains("attention: q's heads must be a multiple of k's"),
+                       kiln::ShapeError);
+  CHECK_THROWS_WITH_AS(call({1, 4, 5, 6}, {1, 4, 5, 8}), doctest::Contains("attention: q and k must have one head_dim (q [1, 4, 5, 8], k [1, 4, 5, 6]"),
+                       kiln::ShapeError);
+  CHECK_THROWS_WITH_AS(call({1, 4, 5, 8}, {1, 4, 6, 8}), doctest::Contains("k and v must have one shape"), kiln::ShapeError);
+  CHECK_THROWS_WITH_AS(call({2, 4, 5, 8}, {2, 4, 5, 8}), doctest::Contains("one batch size"), kiln::ShapeError);
+}
+
+// d/dq, d/dk and d/dv of sum(attention(q, k, v) * r) against central differences: causal and
+// not, grouped-query heads (dk and dv sum over a group's query heads), Dv != D, and more keys
+// than queries.
+template <kiln::AttentionMask M>
+void gradients_of(const kiln::Shape& qs, const kiln::Shape& kvs, std::size_t dv, std::uint64_t seed) {
+  constexpr auto r = kiln::input<"r", 4, double>();
+  constexpr auto loss = kiln::sum(kiln::attention<M>(q64, k64, v64) * r);
+  auto value = kiln::compile(loss);
+  auto [gq, gk, gv] = kiln::grad(loss, q64, k64, v64);
+  auto grads = kiln::compile(kiln::outputs(gq, gk, gv));
+  const auto t = draw<double>(qs, kvs, dv, seed);
+  const auto qt = t.q.cpu(), kt = t.k.cpu(), vt = t.v.cpu();
+  const auto rt = kiln::randn<double>({qs[0], qs[1], qs[2], dv}, seed + 5);
+  const auto dev = cases::device();
+  const auto [aq, ak, av] = grads(q64 = t.q, k64 = t.k, v64 = t.v, r = rt.to(dev));
+  auto at = [&](const kiln::Tensor<double>& a, const kiln::Tensor<double>& b, const kiln::Tensor<double>& c) {
+    return value(q64 = a, k64 = b, v64 = c, r = rt)[0];
+  };
+  gradcheck::check("attention dq", aq.cpu(), gradcheck::numeric_gradient(qt, [&](const auto& x) { return at(x, kt, vt); }));
+  gradcheck::check("attention dk", ak.cpu(), gradcheck::numeric_gradient(kt, [&](const auto& x) { return at(qt, x, vt); }));
+  gradcheck::check("attention dv", av.cpu(), gradcheck::numeric_gradient(vt, [&](const auto& x) { return at(qt, kt, x); }));
+}
+inline void gradients() {
+  gradients_of<kiln::AttentionMask::None>({2, 2, 5, 4}, {2, 2, 5, 4}, 4, 660);
+  gradients_of<kiln::AttentionMask::Causal>({1, 4, 7, 3}, {1, 2, 7, 3}, 5, 670);
+  gradients_of<kiln::AttentionMask::Causal>({1, 2, 3, 4}, {1, 1, 6, 4}, 4, 680);
+  gradients_of<kiln::AttentionMask::Causal>({1, 1, 70, 2}, {1, 1, 70, 2}, 2, 690);  // two tiles each way
+}
+
+}  // namespace attention_cases

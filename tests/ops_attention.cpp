@@ -1,0 +1,12 @@
+// attention: the cases are in attention_cases.hpp (DEVICE_CASE: the GPU runs them too).
+#include "attention_cases.hpp"
+
+using namespace attention_cases;
+
+DEVICE_CASE("attention against a float64 reference", values())
+DEVICE_CASE("attention: masks, scales and strided operands", masks_scales_and_strides())
+DEVICE_CASE("attention of head_dim 64, 128 and 256 in f32", head_dims<float>(1e-4, 1e-5))
+DEVICE_CASE("attention of head_dim 64, 128 and 256 in bf16", head_dims<kiln::bf16>(2e-2, 8e-3))
+DEVICE_CASE("attention over 4096 positions", long_sequence())
+DEVICE_CASE("attention's bad shapes", bad_shapes())
+DEVICE_CASE("gradients of attention", gradients())
