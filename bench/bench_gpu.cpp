@@ -150,7 +150,58 @@ void EmbBwd(benchmark::State& state) {
   run<M, S>(state, kiln::scatter_add_rows(ids, g, table), {V, d}, bytes, 0, ids = idd, g = gd, table = td);
 }
 
+// Not one of docs/benchmarks.md's workloads: attention as GPT-2 small runs it, bf16, B = 8,
+// H = 12, S = 1024, D = 64, causal (A1), forward alone and forward + backward (the output and
+// dq, dk, dv given the output's gradient g: kiln::vjp). FLOPs as FlashAttention counts them:
+// 4 B H S^2 D / 2 for the causal forward (two products over the pairs the mask keeps), 2.5
+// times that for the backward. Bytes: q, k, v read and the output written (forward).
+constexpr std::size_t kAttnB = 8, kAttnH = 12, kAttnS = 1024, kAttnD = 64;
+constexpr double kAttnFwdFlops = 4.0 * kAttnB * kAttnH * kAttnS * kAttnS * kAttnD / 2;
+template <bench::Mode M, class S>
+void AttnFwd(benchmark::State& state) {
+  constexpr auto q = kiln::input<"q", 4, S>();
+  constexpr auto k = kiln::input<"k", 4, S>();
+  constexpr auto v = kiln::input<"v", 4, S>();
+  const kiln::Shape shape{kAttnB, kAttnH, kAttnS, kAttnD};
+  const auto &qd = randn_cuda<S>(shape, 1), &kd = randn_cuda<S>(shape, 2), &vd = randn_cuda<S>(shape, 3);
+  run<M, S>(state, kiln::attention<kiln::causal>(q, k, v), shape, 4.0 * sizeof(S) * shape.numel(), kAttnFwdFlops, q = qd,
+            k = kd, v = vd);
+}
+template <bench::Mode M, class S>
+void AttnFwdBwd(benchmark::State& state) {
+  constexpr auto q = kiln::input<"q", 4, S>();
+  constexpr auto k = kiln::input<"k", 4, S>();
+  constexpr auto v = kiln::input<"v", 4, S>();
+  constexpr auto g = kiln::input<"g", 4, S>();
+  constexpr auto y = kiln::attention<kiln::causal>(q, k, v);
+  constexpr auto grads = kiln::vjp(y, g, q, k, v);
+  const kiln::Shape shape{kAttnB, kAttnH, kAttnS, kAttnD};
+  const auto &qd = randn_cuda<S>(shape, 1), &kd = randn_cuda<S>(shape, 2), &vd = randn_cuda<S>(shape, 3);
+  const auto& gd = randn_cuda<S>(shape, 4);
+  auto f = bench::compiled<M>(kiln::outputs(y, std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)));
+  bench::time_calls(state, [&] { benchmark::DoNotOptimize(f(q = qd, k = kd, v = vd, g = gd)); },
+                    8.0 * sizeof(S) * shape.numel(), 3.5 * kAttnFwdFlops);
+}
+// Decode (A2): one query token against a static cache of L positions, bf16, H = 12, D = 64;
+// range(0) = B, range(1) = L. Bytes: the cache's k and v read once.
+template <bench::Mode M, class S>
+void AttnDecode(benchmark::State& state) {
+  constexpr auto q = kiln::input<"q", 4, S>();
+  constexpr auto k = kiln::input<"k", 4, S>();
+  constexpr auto v = kiln::input<"v", 4, S>();
+  const auto B = static_cast<std::size_t>(state.range(0)), L = static_cast<std::size_t>(state.range(1));
+  const kiln::Shape qs{B, kAttnH, 1, kAttnD}, cache{B, kAttnH, L, kAttnD};
+  const auto& qd = randn_cuda<S>(qs, 1);
+  const auto &kd = randn_cuda<S>(cache, 2), &vd = randn_cuda<S>(cache, 3);
+  run<M, S>(state, kiln::attention<kiln::causal>(q, k, v), qs, 2.0 * sizeof(S) * cache.numel(),
+            4.0 * B * kAttnH * L * kAttnD, q = qd, k = kd, v = vd);
+}
+
 using f32 = float;
+KILN_MODE(AttnFwd, "AttnFwd", bf16, Default)
+KILN_MODE(AttnFwd, "AttnFwd", bf16, ReduceOverhead)
+KILN_MODE(AttnFwdBwd, "AttnFwdBwd", bf16, Default)
+KILN_MODE(AttnDecode, "AttnDecode", bf16, ReduceOverhead, ->Args({1, 2048})->Args({1, 32768})->Args({8, 8192}))
 KILN_MODE(SoftmaxLong, "SoftmaxLong", f32, Default)
 KILN_MODE(SoftmaxLong, "SoftmaxLong", bf16, Default)
 KILN_MODE(EmbBwd, "EmbBwd", f32, Default)
