@@ -82,6 +82,9 @@ inline void values() {
       {{2, 6, 33, 16}, {2, 2, 33, 16}, 12},   // three per head, and Dv != D
       {{3, 4, 1, 32}, {3, 1, 150, 32}, 32},   // decode: one query against 150 cached positions
       {{1, 2, 40, 8}, {1, 2, 100, 8}, 8},     // 40 new queries after 60 cached positions
+      // Long caches (CUDA splits them into chunks of 256 keys, combined after): 3 new queries
+      // of 2 heads per key/value head, and one query of head_dim 64 against 700 positions.
+      {{2, 4, 3, 16}, {2, 2, 1000, 16}, 16},  {{1, 2, 1, 64}, {1, 2, 700, 64}, 64},
   };
   std::uint64_t seed = 600;
   for (const auto& c : shapes) {

@@ -249,6 +249,110 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lowe
   }
 }
 
+
+// The decode path (launch.hpp's decode_chunks): block (b, hk, c) takes keys [c kDecodeChunk,
+// (c + 1) kDecodeChunk) of key/value head hk and every query row that reads it (R = q_len x
+// the group's query heads, row r being query r % q_len of head hk group + r / q_len). A thread
+// per key computes the R scores (q rows in shared memory, the key row read once); a warp per
+// row takes its max and sum; then thread t accumulates element t % Dv of the weighted sum of v
+// over the keys congruent to t / Dv, and shared memory adds those up. The partial (Dv sums, max,
+// sum) goes to scratch, and attention_combine_kernel merges a row's chunks:
+//   out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c,   M = max_c m_c.
+template <class T, bool Causal, int NL>
+__global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(const lower::AttentionArgs<T, NL> a,
+                                                                             compute_t<T>* partial) {
+  using C = compute_t<T>;
+  using Desc = lower::AttentionKernel<T, 0, Causal, NL>;
+  extern __shared__ double attention_smem[];
+  await_previous_kernel();
+  const index_t chunks = (a.kv_len + kDecodeChunk - 1) / kDecodeChunk, group = a.heads / a.kv_heads;
+  const index_t c = blockIdx.x % chunks, hk = blockIdx.x / chunks % a.kv_heads, b = blockIdx.x / (chunks * a.kv_heads);
+  const index_t j0 = c * kDecodeChunk, nj = least(kDecodeChunk, a.kv_len - j0);
+  const index_t R = a.q_len * group, D = a.head_dim, Dv = a.v_dim, lanes = blockDim.x / Dv;
+  C* qs = reinterpret_cast<C*>(attention_smem);  // R x D
+  C* s = qs + R * D;                              // R x kDecodeChunk
+  C* red = s + R * kDecodeChunk;                  // lanes x R x Dv
+  C* row_m = red + lanes * R * Dv;                // R
+  C* row_l = row_m + R;                           // R
+  for (index_t e = threadIdx.x; e < R * D; e += blockDim.x) {
+    const index_t r = e / D, x = e % D;
+    qs[e] = widen(a.template at<Desc::q_slot>(b, hk * group + r / a.q_len, r % a.q_len)[x * a.inner[Desc::q_slot]]) * a.scale;
+  }
+  __syncthreads();
+  for (index_t j = threadIdx.x; j < nj; j += blockDim.x) {
+    const T* kr = a.template at<Desc::k_slot>(b, hk, j0 + j);
+    C dot[kDecodeRows] = {};  // registers: the loops over rows are unrolled, guarded by r < R
+    for (index_t x = 0; x < D; ++x) {
+      const C kx = widen(kr[x * a.inner[Desc::k_slot]]);
+#pragma unroll
+      for (int r = 0; r < kDecodeRows; ++r)
+        if (r < R) dot[r] += qs[r * D + x] * kx;
+    }
+#pragma unroll
+    for (int r = 0; r < kDecodeRows; ++r)
+      if (r < R) s[r * kDecodeChunk + j] = j0 + j < a.keys_seen(r % a.q_len, Causal) ? dot[r] : C(-INFINITY);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (index_t r = warp; r < R; r += warps) {
+    C* sr = s + r * kDecodeChunk;
+    C mx = -INFINITY;
+    for (index_t j = lane; j < nj; j += 32) mx = ::fmax(mx, sr[j]);
+    for (int o = 16; o > 0; o /= 2) mx = ::fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    C sum = 0;
+    for (index_t j = lane; j < nj; j += 32) {
+      const C p = ::isinf(mx) ? C(0) : ::exp(sr[j] - mx);  // exp(-inf) = 0 for masked keys
+      sr[j] = p;
+      sum += p;
+    }
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) row_m[r] = mx, row_l[r] = sum;
+  }
+  __syncthreads();
+  const index_t x = threadIdx.x % Dv, kl = threadIdx.x / Dv;
+  if (kl < lanes) {
+    C acc[kDecodeRows] = {};
+    for (index_t j = kl; j < nj; j += lanes) {
+      const C vx = widen(a.template at<Desc::v_slot>(b, hk, j0 + j)[x * a.inner[Desc::v_slot]]);
+#pragma unroll
+      for (int r = 0; r < kDecodeRows; ++r)
+        if (r < R) acc[r] += s[r * kDecodeChunk + j] * vx;
+    }
+#pragma unroll
+    for (int r = 0; r < kDecodeRows; ++r)
+      if (r < R) red[(kl * R + r) * Dv + x] = acc[r];
+  }
+  __syncthreads();
+  for (index_t e = threadIdx.x; e < R * Dv; e += blockDim.x) {
+    const index_t r = e / Dv, xx = e % Dv;
+    C sum = 0;
+    for (index_t l = 0; l < lanes; ++l) sum += red[(l * R + r) * Dv + xx];
+    const index_t h = hk * group + r / a.q_len, i = r % a.q_len;
+    C* p = partial + (((b * a.heads + h) * a.q_len + i) * chunks + c) * (Dv + 2);
+    p[xx] = sum;
+    if (xx == 0) p[Dv] = row_m[r], p[Dv + 1] = row_l[r];
+  }
+}
+
+template <class T, int NL>
+__global__ void attention_combine_kernel(const lower::AttentionArgs<T, NL> a, const compute_t<T>* partial) {
+  using C = compute_t<T>;
+  await_previous_kernel();
+  const index_t chunks = (a.kv_len + kDecodeChunk - 1) / kDecodeChunk, Dv = a.v_dim, row = blockIdx.x;
+  const C* p = partial + row * chunks * (Dv + 2);
+  C M = -INFINITY;
+  for (index_t c = 0; c < chunks; ++c) M = ::fmax(M, p[c * (Dv + 2) + Dv]);
+  C L = 0;
+  if (!::isinf(M))
+    for (index_t c = 0; c < chunks; ++c) L += p[c * (Dv + 2) + Dv + 1] * ::exp(p[c * (Dv + 2) + Dv] - M);
+  for (index_t x = threadIdx.x; x < Dv; x += blockDim.x) {
+    C acc = 0;
+    if (L > C(0))
+      for (index_t c = 0; c < chunks; ++c) acc += p[c * (Dv + 2) + x] * ::exp(p[c * (Dv + 2) + Dv] - M);
+    a.out[row * Dv + x] = narrow<T>(L > C(0) ? acc / L : C(0));
+  }
+}
+
 template <class Desc>
 struct AttentionCuda;
 template <class T, int Part, bool Causal, int NL>
@@ -258,10 +362,27 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL>> {
   using C = compute_t<T>;
   static constexpr std::size_t kMaxShared = 200 * 1024;
 
-  static void run(const Args& a, const lower::LaunchConfig&, cudaStream_t stream, void*) {
+  static void decode(const Args& a, cudaStream_t stream, void* scratch) {
+    const index_t chunks = decode_chunks(a), R = a.q_len * (a.heads / a.kv_heads);
+    const index_t lanes = kAttentionThreads / a.v_dim;
+    const std::size_t smem = static_cast<std::size_t>(R * a.head_dim + R * kDecodeChunk + lanes * R * a.v_dim + 2 * R) * sizeof(C);
+    constexpr auto kernel = &attention_decode_kernel<T, Causal, NL>;
+    KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    auto* partial = static_cast<C*>(scratch);
+    launch_after_previous<kernel>(dim3(static_cast<unsigned>(a.batch * a.kv_heads * chunks)), dim3(kAttentionThreads), smem,
+                                  stream, a, partial);
+    const auto threads = static_cast<unsigned>(std::clamp<index_t>((a.v_dim + 31) / 32 * 32, 32, 256));
+    launch_after_previous<&attention_combine_kernel<T, NL>>(dim3(static_cast<unsigned>(a.batch * a.heads * a.q_len)),
+                                                             dim3(threads), 0, stream, a, static_cast<const C*>(partial));
+    KILN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  static void run(const Args& a, const lower::LaunchConfig&, cudaStream_t stream, void* scratch) {
     constexpr auto part = Desc::part_kind;
     constexpr bool per_key = part == AttentionPart::GradK || part == AttentionPart::GradV;
     if (a.batch == 0 || a.heads == 0 || (per_key ? a.kv_len : a.q_len) == 0) return;
+    if constexpr (part == AttentionPart::Out)
+      if (decode_chunks(a) > 0) return decode(a, stream, scratch);
     const index_t dim = std::max(a.head_dim, a.v_dim);
     index_t tile = sizeof(C) == 8 ? 16 : 32;
     while (tile > 4 && AttentionTiles<C>::bytes(tile, dim + 1, dim) > kMaxShared) tile /= 2;

@@ -53,12 +53,29 @@ void launch(const launch_args_t<Desc>& args, const lower::LaunchConfig& config, 
 // Host-side facts about each kind, needed before a launch.
 inline constexpr int kTotalBlocks = 1024;  // a total reduction's partials
 
+// Attention's decode path: few query rows per key/value head (q_len times the group's query
+// heads, at most kDecodeRows) against a cache longer than one chunk. The cache is split into
+// chunks of kDecodeChunk keys, a block each (split-K), and a second kernel combines the chunks'
+// partial softmax sums, which the kernel's scratch holds: per query row and chunk, the Dv
+// weighted sums, the max and the sum. Returns the number of chunks, or 0 off that path.
+inline constexpr index_t kDecodeChunk = 256, kDecodeRows = 16;
+template <class Args>
+index_t decode_chunks(const Args& a) {
+  const index_t group = a.kv_heads > 0 ? a.heads / a.kv_heads : 1;
+  if (a.q_len * group > kDecodeRows || a.head_dim > 256 || a.v_dim > 256 || a.kv_len <= kDecodeChunk) return 0;
+  return (a.kv_len + kDecodeChunk - 1) / kDecodeChunk;
+}
+
 // The scratch a kernel needs for its plan's arguments: a total reduction's partials, a 16-bit
-// scatter_add_rows's float sums.
+// scatter_add_rows's float sums, the decode path's partial sums of attention.
 template <class Desc>
 std::size_t scratch_bytes(const launch_args_t<Desc>& args) {
   using C = compute_t<typename Desc::value_type>;
   if constexpr (requires { Desc::total; }) return Desc::total ? kTotalBlocks * sizeof(C) : 0;
+  else if constexpr (requires { Desc::part_kind; })
+    return Desc::part_kind == AttentionPart::Out
+               ? static_cast<std::size_t>(decode_chunks(args) * args.batch * args.heads * args.q_len * (args.v_dim + 2)) * sizeof(C)
+               : 0;
   else if constexpr (requires { Desc::scatter; })
     return Desc::scatter && !std::is_same_v<C, typename Desc::value_type>
                ? static_cast<std::size_t>(args.table_rows * args.len) * sizeof(C)
