@@ -1,6 +1,6 @@
 // W2, add + layer_norm over [4096, 768], and W3, softmax(s * 0.125) over [4096, 1024], f32;
 // peers: hand-written Eigen loops over rows on every thread. Bytes per call: W2 reads x and r
-// and writes y (12 bytes per element); W3 reads s and writes y (8).
+// and writes y (12 bytes per element); W3 reads s and writes y (8). Then attention (below).
 #include <cmath>
 
 #include "common.hpp"
@@ -85,6 +85,58 @@ void W3_EigenLoop(benchmark::State& state) {
   bench::set_counters(state, 8.0 * kRows * kD3, 5.0 * kRows * kD3);
 }
 BENCHMARK(W3_EigenLoop)->Name("W3/peer/EigenLoop")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Attention, not one of the W-workloads: softmax(q k^T / 8) v for B = 1, H = 12, S = 512,
+// D = 64, f32, no mask. kiln's fused kernel against the unfused form a library without fused
+// attention runs (torch 1.13's softmax(q @ k^T * scale) @ v; bench/peers/torch_cpu.py times
+// it): per head, a GEMM, a row softmax and a GEMM through Eigen, heads spread over threads.
+// FLOPs: the two products, 4 H S^2 D; bytes: q, k, v read and the output written.
+constexpr std::size_t kAttnH = 12, kAttnS = 512, kAttnD = 64;
+constexpr double kAttnFlops = 4.0 * kAttnH * kAttnS * kAttnS * kAttnD, kAttnBytes = 16.0 * kAttnH * kAttnS * kAttnD;
+struct AttnData {
+  kiln::Tensor<float> q = kiln::randn<float>({1, kAttnH, kAttnS, kAttnD}, 11);
+  kiln::Tensor<float> k = kiln::randn<float>({1, kAttnH, kAttnS, kAttnD}, 12);
+  kiln::Tensor<float> v = kiln::randn<float>({1, kAttnH, kAttnS, kAttnD}, 13);
+};
+const AttnData& attn_data() {
+  static const AttnData d;
+  return d;
+}
+template <bench::Mode M>
+void Attn(benchmark::State& state) {
+  constexpr auto q = kiln::input<"q", 4>();
+  constexpr auto k = kiln::input<"k", 4>();
+  constexpr auto v = kiln::input<"v", 4>();
+  const AttnData& d = attn_data();
+  kiln::Tensor<float> out({1, kAttnH, kAttnS, kAttnD});
+  bench::run_kiln<M>(state, kiln::attention(q, k, v), out, q = d.q, k = d.k, v = d.v);
+  bench::set_counters(state, kAttnBytes, kAttnFlops);
+}
+BENCHMARK(Attn<bench::Mode::Default>)->Name("Attn/kiln/Default")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(Attn<bench::Mode::ReduceOverhead>)->Name("Attn/kiln/ReduceOverhead")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void Attn_EigenUnfused(benchmark::State& state) {
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const AttnData& d = attn_data();
+  const auto n = static_cast<Eigen::Index>(kAttnS), dim = static_cast<Eigen::Index>(kAttnD);
+  Mat out(kAttnH * kAttnS, kAttnD);
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (Eigen::Index h = 0; h < static_cast<Eigen::Index>(kAttnH); ++h) {
+      const Eigen::Map<const Mat> Q(d.q.data() + h * n * dim, n, dim), K(d.k.data() + h * n * dim, n, dim),
+          V(d.v.data() + h * n * dim, n, dim);
+      Mat S = (Q * K.transpose()) * 0.125f;
+      for (Eigen::Index i = 0; i < n; ++i) {
+        S.row(i).array() = (S.row(i).array() - S.row(i).maxCoeff()).exp();
+        S.row(i) /= S.row(i).sum();
+      }
+      out.middleRows(h * n, n).noalias() = S * V;
+    }
+    benchmark::ClobberMemory();
+  }
+  bench::set_counters(state, kAttnBytes, kAttnFlops);
+}
+BENCHMARK(Attn_EigenUnfused)->Name("Attn/peer/EigenUnfused")->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -116,8 +116,9 @@ inline void masks_scales_and_strides() {
                    reference(xq, ref::from(w.k.cpu()), ref::from(w.v.cpu()), true), 1e-12, 1e-12);
 }
 
-// head_dim 64, 128 and 256 in f32 and bf16 (each rounded once from float sums; the tolerance is
-// bf16's rounding of the output and of nothing else, the reference using the same bf16 inputs).
+// head_dim 64, 128 and 256 in f32, bf16 and f16, prefill and decode, and a strided q. The
+// reference uses the same 16-bit inputs; the tolerance covers the output's rounding and, on
+// CUDA's tensor cores, the probabilities rounded to the input type before p v.
 template <class T>
 void head_dims(double rtol, double atol) {
   constexpr auto q = kiln::input<"q", 4, T>();
@@ -128,7 +129,27 @@ void head_dims(double rtol, double atol) {
   for (const std::size_t d : {64, 128, 256}) {
     const auto t = draw<T>({2, 4, 77, d}, {2, 2, 77, d}, d, seed += 3);
     ref::check_close(f(q = t.q, k = t.k, v = t.v).cpu(), want(t, true), rtol, atol);
+    // Decode: 4 query heads of one key/value head against 600 cached positions.
+    const auto u = draw<T>({1, 4, 1, d}, {1, 1, 600, d}, d, seed += 3);
+    ref::check_close(f(q = u.q, k = u.k, v = u.v).cpu(), want(u, true), rtol, atol);
   }
+  // The causal mask with more keys than queries (bottom-right: every query sees the first 50
+  // keys) and with more queries than keys (the first 100 queries see none and give zeros).
+  for (const std::size_t d : {64, 128}) {
+    const auto more_keys = draw<T>({1, 2, 150, d}, {1, 2, 200, d}, d, seed += 3);
+    ref::check_close(f(q = more_keys.q, k = more_keys.k, v = more_keys.v).cpu(), want(more_keys, true), rtol, atol);
+    const auto more_queries = draw<T>({1, 2, 200, d}, {1, 2, 100, d}, d, seed += 3);
+    ref::check_close(f(q = more_queries.q, k = more_queries.k, v = more_queries.v).cpu(), want(more_queries, true), rtol,
+                     atol);
+  }
+  // q as a transposed [B, S, H, D] projection (strided rows), no mask, 130 positions.
+  constexpr auto x = kiln::input<"x", 4, T>();
+  auto g = kiln::compile(kiln::attention(kiln::transpose<1, 2>(x), k, v));
+  const auto xt = cases::randn({2, 130, 4, 64}, 645).template as<T>();
+  const auto w = draw<T>({2, 4, 130, 64}, {2, 4, 130, 64}, 64, 646);
+  const auto xq = ref::from(kiln::compile(kiln::transpose<1, 2>(x))(x = xt).cpu());
+  ref::check_close(g(x = xt, k = w.k, v = w.v).cpu(), reference(xq, ref::from(w.k.cpu()), ref::from(w.v.cpu()), false), rtol,
+                   atol);
 }
 
 // 4096 positions, causal, in f32: the online softmax over 64 key tiles.
@@ -147,12 +168,15 @@ inline void bad_shapes() {
   auto call = [&](const kiln::Shape& ks, const kiln::Shape& vs) {
     return f(q64 = q, k64 = cases::randn<double>(ks, 651), v64 = cases::randn<double>(vs, 652));
   };
-  CHECK_THROWS_WITH_AS(call({1, 3, 5, 8}, {1, 3, 5, 8}), doctest::Contains("attention: q's heads must be a multiple of k's"),
+  CHECK_THROWS_WITH_AS(call({1, 3, 5, 8}, {1, 3, 5, 8}), doctest::Contains("attention: q's heads must be a positive multiple of k's"),
                        kiln::ShapeError);
   CHECK_THROWS_WITH_AS(call({1, 4, 5, 6}, {1, 4, 5, 8}), doctest::Contains("attention: q and k must have one head_dim (q [1, 4, 5, 8], k [1, 4, 5, 6]"),
                        kiln::ShapeError);
   CHECK_THROWS_WITH_AS(call({1, 4, 5, 8}, {1, 4, 6, 8}), doctest::Contains("k and v must have one shape"), kiln::ShapeError);
   CHECK_THROWS_WITH_AS(call({2, 4, 5, 8}, {2, 4, 5, 8}), doctest::Contains("one batch size"), kiln::ShapeError);
+  CHECK_THROWS_WITH_AS(f(q64 = cases::randn<double>({1, 0, 5, 8}, 653), k64 = cases::randn<double>({1, 2, 5, 8}, 654),
+                         v64 = cases::randn<double>({1, 2, 5, 8}, 655)),
+                       doctest::Contains("positive multiple"), kiln::ShapeError);
 }
 
 // d/dq, d/dk and d/dv of sum(attention(q, k, v) * r) against central differences: causal and
@@ -177,6 +201,32 @@ void gradients_of(const kiln::Shape& qs, const kiln::Shape& kvs, std::size_t dv,
   gradcheck::check("attention dk", ak.cpu(), gradcheck::numeric_gradient(kt, [&](const auto& x) { return at(qt, x, vt); }));
   gradcheck::check("attention dv", av.cpu(), gradcheck::numeric_gradient(vt, [&](const auto& x) { return at(qt, kt, x); }));
 }
+// In bf16: dq, dk and dv of sum(attention(q, k, v) * r) against the same gradients in float64 (which
+// the cases above check by central differences) on the same bf16-rounded values. The backward's
+// statistics stay in float, so the error is the 16-bit rounding of the operands and results.
+inline void gradients_in_bf16() {
+  using kiln::bf16;
+  constexpr auto q = kiln::input<"q", 4, bf16>();
+  constexpr auto k = kiln::input<"k", 4, bf16>();
+  constexpr auto v = kiln::input<"v", 4, bf16>();
+  constexpr auto r = kiln::input<"r", 4, bf16>();
+  constexpr auto r64 = kiln::input<"r", 4, double>();
+  constexpr auto loss = kiln::sum(kiln::attention<kiln::causal>(q, k, v) * r);
+  constexpr auto loss64 = kiln::sum(kiln::attention<kiln::causal>(q64, k64, v64) * r64);
+  auto [gq, gk, gv] = kiln::grad(loss, q, k, v);
+  auto [gq64, gk64, gv64] = kiln::grad(loss64, q64, k64, v64);
+  auto grads = kiln::compile(kiln::outputs(gq, gk, gv));
+  auto grads64 = kiln::compile(kiln::outputs(gq64, gk64, gv64));
+  const auto t = draw<bf16>({2, 4, 90, 64}, {2, 2, 90, 64}, 64, 700);
+  const auto rt = cases::randn<float>({2, 4, 90, 64}, 705).as<bf16>();
+  const auto [aq, ak, av] = grads(q = t.q, k = t.k, v = t.v, r = rt);
+  const auto wide = [](const kiln::Tensor<bf16>& x) { return x.cpu().as<double>(); };
+  const auto [wq, wk, wv] = grads64(q64 = wide(t.q), k64 = wide(t.k), v64 = wide(t.v), r64 = wide(rt));
+  ref::check_close(aq.cpu(), ref::from(wq), 1e-2, 3e-3);
+  ref::check_close(ak.cpu(), ref::from(wk), 1e-2, 3e-3);
+  ref::check_close(av.cpu(), ref::from(wv), 1e-2, 3e-3);
+}
+
 inline void gradients() {
   gradients_of<kiln::AttentionMask::None>({2, 2, 5, 4}, {2, 2, 5, 4}, 4, 660);
   gradients_of<kiln::AttentionMask::Causal>({1, 4, 7, 3}, {1, 2, 7, 3}, 5, 670);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch on the CPU, the peer of W5 (docs/benchmarks.md): an MLP 784-1024-1024-10 with ReLU,
 cross-entropy and AdamW(lr=1e-3), batch 256, f32; one step is zero_grad, forward, backward and
-optimizer.step(). Threads: as many as the machine has (torch.set_num_threads), like kiln.
+optimizer.step(). And of bench_rows' attention: softmax(q @ k^T * 0.125) @ v for q, k, v
+[1, 12, 512, 64], f32, as written without fused attention (torch 1.13 has none).
+Threads: as many as the machine has (torch.set_num_threads), like kiln.
 
 Writes Google Benchmark's JSON layout, so bench/report.py puts the figure next to kiln's:
   bench/peers/torch_cpu.py OUT.json      (scripts/bench.sh runs it when torch is installed)
@@ -61,24 +63,38 @@ PARAMS = I * H + H + H * H + H + H * O + O
 BYTES = 4.0 * (B * (I + 1) + 6 * PARAMS)
 
 
+def attention():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 12, 512, 64) for _ in range(3))
+
+    def call():
+        with torch.no_grad():
+            return torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v
+
+    return call
+
+
+ATTN_FLOPS = 4.0 * 12 * 512 * 512 * 64
+ATTN_BYTES = 16.0 * 12 * 512 * 64
+
+
+def entry(name, ms, flops, nbytes):
+    return {"name": name, "run_name": name, "run_type": "iteration", "real_time": ms, "time_unit": "ms",
+            "flop/s": flops / (ms * 1e-3), "bytes_per_second": nbytes / (ms * 1e-3)}
+
+
 def main():
     out = sys.argv[1]
     torch.set_num_threads(os.cpu_count())
-    ms = time_ms(w5())
+    w5_ms, attn_ms = time_ms(w5()), time_ms(attention())
     result = {
         "context": {"library": f"torch {torch.__version__}", "threads": torch.get_num_threads()},
-        "benchmarks": [{
-            "name": "W5/peer/PyTorch",
-            "run_name": "W5/peer/PyTorch",
-            "run_type": "iteration",
-            "real_time": ms,
-            "time_unit": "ms",
-            "flop/s": FLOPS / (ms * 1e-3),
-            "bytes_per_second": BYTES / (ms * 1e-3),
-        }],
+        "benchmarks": [entry("W5/peer/PyTorch", w5_ms, FLOPS, BYTES),
+                       entry("Attn/peer/PyTorch", attn_ms, ATTN_FLOPS, ATTN_BYTES)],
     }
     json.dump(result, open(out, "w"), indent=1)
-    print(f"W5/peer/PyTorch (torch {torch.__version__}, {torch.get_num_threads()} threads): {ms:.2f} ms per step")
+    print(f"W5/peer/PyTorch (torch {torch.__version__}, {torch.get_num_threads()} threads): {w5_ms:.2f} ms per step")
+    print(f"Attn/peer/PyTorch: {attn_ms:.3f} ms per call")
 
 
 if __name__ == "__main__":

@@ -159,7 +159,8 @@ index_t first_id_out_of_range(const I* ids, index_t n, index_t rows) {
 
 // Attention (AttentionKernel): load s's element (b, h, i, d) is at ptr[s][b * outer[s][0] +
 // h * outer[s][1] + i * outer[s][2] + d * inner[s]], strides being 0 along broadcast axes; the
-// descriptor names the slots (q, k, v, the cotangent g, the stats [.., 2]: lse then delta).
+// descriptor names the slots (q, k, v, the cotangent g, the stats [.., 2]: lse then delta, in
+// compute_t<T>; T is q's type).
 // Query head h reads key/value head h / (heads / kv_heads). The output is contiguous, [batch,
 // heads, q_len, v_dim] (Out, GradQ: head_dim), [batch, heads, q_len, 2] (Stats) or [batch,
 // kv_heads, kv_len, head_dim or v_dim] (GradK, GradV). Under the causal mask query i sees keys
@@ -184,6 +185,16 @@ struct AttentionArgs : RowArgs<T, NL, 0, 0> {
   template <int S>
   KILN_HOST_DEVICE KILN_INLINE const T* at(index_t b, index_t h, index_t i) const {
     return this->ptr[S] + b * this->outer[S][0] + h * this->outer[S][1] + i * this->outer[S][2];
+  }
+  // The statistics are compute_t<T> (float for 16-bit types, so lse keeps its precision): the
+  // Stats part writes them through stats_out, the gradients read them through stats_at.
+  template <int S>
+  KILN_HOST_DEVICE KILN_INLINE const compute_t<T>* stats_at(index_t b, index_t h, index_t i) const {
+    return reinterpret_cast<const compute_t<T>*>(this->ptr[S]) + b * this->outer[S][0] + h * this->outer[S][1] +
+           i * this->outer[S][2];
+  }
+  KILN_HOST_DEVICE KILN_INLINE compute_t<T>* stats_out(index_t b, index_t h, index_t i) const {
+    return reinterpret_cast<compute_t<T>*>(this->out) + ((b * heads + h) * q_len + i) * 2;
   }
 };
 

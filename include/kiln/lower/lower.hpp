@@ -269,7 +269,8 @@ struct Program {
   struct lower_kernel<G, KernelKind::Attention> {
     static constexpr auto& ki = kernel_info<G>;
     static constexpr auto& n = graph_type::info.nodes[ki.group.root];
-    using type = AttentionKernel<typename graph_type::template node<ki.group.root>::dtype, n.attention_part, n.causal, ki.nloads>;
+    // T is q's type (the statistics the Stats part writes are its compute type).
+    using type = AttentionKernel<typename graph_type::template node<n.children[0]>::dtype, n.attention_part, n.causal, ki.nloads>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::ReduceTo> {

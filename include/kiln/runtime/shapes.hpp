@@ -235,7 +235,8 @@ inline Shape attention_shape(const graph::NodeInfo& n, const std::vector<Shape>&
   if (q[0] != k[0] || k[0] != v[0]) fail("q, k and v must have one batch size");
   if (k[1] != v[1] || k[2] != v[2]) fail("k and v must have one shape but for their head_dim");
   if (q[3] != k[3]) fail("q and k must have one head_dim");
-  if (k[1] == 0 || q[1] % k[1] != 0) fail("q's heads must be a multiple of k's and v's (grouped-query attention)");
+  if (k[1] == 0 || q[1] == 0 || q[1] % k[1] != 0)
+    fail("q's heads must be a positive multiple of k's and v's (grouped-query attention)");
   const Shape out{q[0], q[1], q[2], v[3]};
   if (part != AttentionPart::Out) {
     const Shape& g = child(3);

@@ -171,9 +171,9 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
     for (index_t r = 0; r < ni; ++r) {
       const bool seen = w.l[r] > C(0);
       if constexpr (kStats) {
-        T* o = out_row(a, b, h, i0 + r, a.heads, a.q_len, 2);
-        o[0] = narrow<T>(seen ? w.m[r] + std::log(w.l[r]) : kNegInf);
-        o[1] = narrow<T>(seen ? w.u[r] / w.l[r] : C(0));
+        C* o = a.stats_out(b, h, i0 + r);
+        o[0] = seen ? w.m[r] + std::log(w.l[r]) : kNegInf;
+        o[1] = seen ? w.u[r] / w.l[r] : C(0);
       } else {
         T* o = out_row(a, b, h, i0 + r, a.heads, a.q_len, Dv);
         const C inv = seen ? C(1) / w.l[r] : C(0);
@@ -205,9 +205,9 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
   template <int S>
   static void load_stats(const Args& a, index_t b, index_t h, index_t i0, index_t n, C* lse, C* delta) {
     for (index_t r = 0; r < n; ++r) {
-      const T* p = a.template at<S>(b, h, i0 + r);
-      lse[r] = widen(p[0]);
-      delta[r] = widen(p[a.inner[S]]);
+      const C* p = a.template stats_at<S>(b, h, i0 + r);
+      lse[r] = p[0];
+      delta[r] = p[a.inner[S]];
     }
   }
 

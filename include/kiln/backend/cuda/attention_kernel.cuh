@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kiln/backend/cuda/attention_tc.cuh"
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/launch_config.cuh"
 #include "kiln/core/errors.hpp"
@@ -100,9 +101,9 @@ struct AttentionDevice {
   __device__ void load_stats(const Args& a, AttentionTiles<C>& w, index_t b, index_t h, index_t i0, index_t n) const {
     constexpr int S = Desc::stats_slot;
     for (index_t r = threadIdx.x; r < n; r += blockDim.x) {
-      const T* p = a.template at<S>(b, h, i0 + r);
-      w.m[r] = widen(p[0]);
-      w.l[r] = widen(p[a.inner[S]]);
+      const C* p = a.template stats_at<S>(b, h, i0 + r);
+      w.m[r] = p[0];
+      w.l[r] = p[a.inner[S]];
     }
   }
 
@@ -154,10 +155,10 @@ struct AttentionDevice {
     __syncthreads();
     if constexpr (kStats) {
       for (index_t r = threadIdx.x; r < ni; r += blockDim.x) {
-        T* o = a.out + ((b * a.heads + h) * a.q_len + i0 + r) * 2;
+        C* o = a.stats_out(b, h, i0 + r);
         const bool seen = w.l[r] > C(0);
-        o[0] = narrow<T>(seen ? w.m[r] + ::log(w.l[r]) : neg_inf);
-        o[1] = narrow<T>(seen ? w.u[r] / w.l[r] : C(0));
+        o[0] = seen ? w.m[r] + ::log(w.l[r]) : neg_inf;
+        o[1] = seen ? w.u[r] / w.l[r] : C(0);
       }
     } else {
       for (index_t e = threadIdx.x; e < ni * Dv; e += blockDim.x) {
@@ -254,13 +255,13 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lowe
 // (c + 1) kDecodeChunk) of key/value head hk and every query row that reads it (R = q_len x
 // the group's query heads, row r being query r % q_len of head hk group + r / q_len). A thread
 // per key computes the R scores (q rows in shared memory, the key row read once); a warp per
-// row takes its max and sum; then thread t accumulates element t % Dv of the weighted sum of v
-// over the keys congruent to t / Dv, and shared memory adds those up. The partial (Dv sums, max,
+// row takes its max and sum; then thread t accumulates element t % Dv (or a pair of elements)
+// of the weighted sum of v over the keys congruent to t / Dv, and shared memory adds those up. The partial (Dv sums, max,
 // sum) goes to scratch, and attention_combine_kernel merges a row's chunks:
 //   out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c,   M = max_c m_c.
 template <class T, bool Causal, int NL>
 __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(const lower::AttentionArgs<T, NL> a,
-                                                                             compute_t<T>* partial) {
+                                                                             compute_t<T>* partial, bool vec) {
   using C = compute_t<T>;
   using Desc = lower::AttentionKernel<T, 0, Causal, NL>;
   extern __shared__ double attention_smem[];
@@ -268,7 +269,9 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(con
   const index_t chunks = (a.kv_len + kDecodeChunk - 1) / kDecodeChunk, group = a.heads / a.kv_heads;
   const index_t c = blockIdx.x % chunks, hk = blockIdx.x / chunks % a.kv_heads, b = blockIdx.x / (chunks * a.kv_heads);
   const index_t j0 = c * kDecodeChunk, nj = least(kDecodeChunk, a.kv_len - j0);
-  const index_t R = a.q_len * group, D = a.head_dim, Dv = a.v_dim, lanes = blockDim.x / Dv;
+  // vec: k's and v's rows are 16-byte aligned with unit stride (checked on the host): a key row
+  // is read in 16-byte pieces, and v in pairs of elements, a thread per pair.
+  const index_t R = a.q_len * group, D = a.head_dim, Dv = a.v_dim, width = vec ? 2 : 1, lanes = blockDim.x / (Dv / width);
   C* qs = reinterpret_cast<C*>(attention_smem);  // R x D
   C* s = qs + R * D;                              // R x kDecodeChunk
   C* red = s + R * kDecodeChunk;                  // lanes x R x Dv
@@ -282,11 +285,24 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(con
   for (index_t j = threadIdx.x; j < nj; j += blockDim.x) {
     const T* kr = a.template at<Desc::k_slot>(b, hk, j0 + j);
     C dot[kDecodeRows] = {};  // registers: the loops over rows are unrolled, guarded by r < R
-    for (index_t x = 0; x < D; ++x) {
-      const C kx = widen(kr[x * a.inner[Desc::k_slot]]);
+    auto add = [&](index_t x, C kx) {
 #pragma unroll
       for (int r = 0; r < kDecodeRows; ++r)
         if (r < R) dot[r] += qs[r * D + x] * kx;
+    };
+    if (vec) {
+      constexpr int E = 16 / sizeof(T);
+      for (index_t x0 = 0; x0 < D; x0 += E) {
+        union {
+          uint4 raw;
+          T v[E];
+        } piece;
+        piece.raw = *reinterpret_cast<const uint4*>(kr + x0);
+#pragma unroll
+        for (int e = 0; e < E; ++e) add(x0 + e, widen(piece.v[e]));
+      }
+    } else {
+      for (index_t x = 0; x < D; ++x) add(x, widen(kr[x * a.inner[Desc::k_slot]]));
     }
 #pragma unroll
     for (int r = 0; r < kDecodeRows; ++r)
@@ -309,18 +325,28 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(con
     if (lane == 0) row_m[r] = mx, row_l[r] = sum;
   }
   __syncthreads();
-  const index_t x = threadIdx.x % Dv, kl = threadIdx.x / Dv;
+  const index_t x = threadIdx.x % (Dv / width) * width, kl = threadIdx.x / (Dv / width);
   if (kl < lanes) {
-    C acc[kDecodeRows] = {};
+    C acc[kDecodeRows][2] = {};
     for (index_t j = kl; j < nj; j += lanes) {
-      const C vx = widen(a.template at<Desc::v_slot>(b, hk, j0 + j)[x * a.inner[Desc::v_slot]]);
+      const T* vr = a.template at<Desc::v_slot>(b, hk, j0 + j);
+      C vx[2];
+      if (vec) {
+        struct alignas(2 * sizeof(T)) Pair {
+          T v[2];
+        } pair = *reinterpret_cast<const Pair*>(vr + x);
+        vx[0] = widen(pair.v[0]), vx[1] = widen(pair.v[1]);
+      } else {
+        vx[0] = widen(vr[x * a.inner[Desc::v_slot]]), vx[1] = 0;
+      }
 #pragma unroll
       for (int r = 0; r < kDecodeRows; ++r)
-        if (r < R) acc[r] += s[r * kDecodeChunk + j] * vx;
+        if (r < R) acc[r][0] += s[r * kDecodeChunk + j] * vx[0], acc[r][1] += s[r * kDecodeChunk + j] * vx[1];
     }
 #pragma unroll
     for (int r = 0; r < kDecodeRows; ++r)
-      if (r < R) red[(kl * R + r) * Dv + x] = acc[r];
+      if (r < R)
+        for (index_t e = 0; e < width; ++e) red[(kl * R + r) * Dv + x + e] = acc[r][e];
   }
   __syncthreads();
   for (index_t e = threadIdx.x; e < R * Dv; e += blockDim.x) {
@@ -364,25 +390,55 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL>> {
 
   static void decode(const Args& a, cudaStream_t stream, void* scratch) {
     const index_t chunks = decode_chunks(a), R = a.q_len * (a.heads / a.kv_heads);
-    const index_t lanes = kAttentionThreads / a.v_dim;
+    // 16-byte pieces of k's rows and pairs of v's: unit strides along head_dim, rows aligned.
+    bool vec = a.head_dim * sizeof(T) % 16 == 0 && a.v_dim % 2 == 0;
+    for (int s = 1; s < 3; ++s) {
+      vec = vec && a.inner[s] == 1 && reinterpret_cast<std::uintptr_t>(a.ptr[s]) % 16 == 0;
+      for (int d = 0; d < 3; ++d) vec = vec && (a.outer[s][d] * static_cast<index_t>(sizeof(T))) % 16 == 0;
+    }
+    const index_t lanes = kAttentionThreads / (vec ? a.v_dim / 2 : a.v_dim);
     const std::size_t smem = static_cast<std::size_t>(R * a.head_dim + R * kDecodeChunk + lanes * R * a.v_dim + 2 * R) * sizeof(C);
     constexpr auto kernel = &attention_decode_kernel<T, Causal, NL>;
     KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     auto* partial = static_cast<C*>(scratch);
     launch_after_previous<kernel>(dim3(static_cast<unsigned>(a.batch * a.kv_heads * chunks)), dim3(kAttentionThreads), smem,
-                                  stream, a, partial);
+                                  stream, a, partial, vec);
     const auto threads = static_cast<unsigned>(std::clamp<index_t>((a.v_dim + 31) / 32 * 32, 32, 256));
     launch_after_previous<&attention_combine_kernel<T, NL>>(dim3(static_cast<unsigned>(a.batch * a.heads * a.q_len)),
                                                              dim3(threads), 0, stream, a, static_cast<const C*>(partial));
     KILN_CUDA_CHECK(cudaGetLastError());
   }
 
+  // The tensor-core forward (attention_tc.cuh): 16-bit types, head_dim 64 or 128 for q, k and
+  // v, each operand's rows 16-byte aligned with unit stride along head_dim, and sm_80 code.
+  template <int D>
+  static bool tensor_cores(const Args& a, cudaStream_t stream) {
+    if (a.head_dim != D || a.v_dim != D) return false;
+    for (int s = 0; s < 3; ++s) {
+      if (a.inner[s] != 1 || reinterpret_cast<std::uintptr_t>(a.ptr[s]) % 16 != 0) return false;
+      for (int d = 0; d < 3; ++d)
+        if (a.outer[s][d] % 8 != 0) return false;
+    }
+    constexpr auto kernel = &attention_tc_kernel<T, D, Causal, NL>;
+    static const bool runs = code_arch(kernel) >= 80;
+    if (!runs) return false;
+    constexpr std::size_t smem = attention_tc_smem<D>;
+    KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const index_t blocks = a.batch * a.heads * ((a.q_len + kAttnTcRows - 1) / kAttnTcRows);
+    launch_after_previous<kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kAttnTcThreads), smem, stream, a);
+    KILN_CUDA_CHECK(cudaGetLastError());
+    return true;
+  }
+
   static void run(const Args& a, const lower::LaunchConfig&, cudaStream_t stream, void* scratch) {
     constexpr auto part = Desc::part_kind;
     constexpr bool per_key = part == AttentionPart::GradK || part == AttentionPart::GradV;
-    if (a.batch == 0 || a.heads == 0 || (per_key ? a.kv_len : a.q_len) == 0) return;
-    if constexpr (part == AttentionPart::Out)
+    if (a.batch == 0 || (per_key ? a.kv_len : a.q_len) == 0) return;  // an empty output
+    if constexpr (part == AttentionPart::Out) {
       if (decode_chunks(a) > 0) return decode(a, stream, scratch);
+      if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>)
+        if (tensor_cores<64>(a, stream) || tensor_cores<128>(a, stream)) return;
+    }
     const index_t dim = std::max(a.head_dim, a.v_dim);
     index_t tile = sizeof(C) == 8 ? 16 : 32;
     while (tile > 4 && AttentionTiles<C>::bytes(tile, dim + 1, dim) > kMaxShared) tile /= 2;

@@ -62,7 +62,9 @@ inline constexpr index_t kDecodeChunk = 256, kDecodeRows = 16;
 template <class Args>
 index_t decode_chunks(const Args& a) {
   const index_t group = a.kv_heads > 0 ? a.heads / a.kv_heads : 1;
-  if (a.q_len * group > kDecodeRows || a.head_dim > 256 || a.v_dim > 256 || a.kv_len <= kDecodeChunk) return 0;
+  if (a.q_len * group > kDecodeRows || a.head_dim > 256 || a.v_dim > 256 || a.head_dim == 0 || a.v_dim == 0 ||
+      a.kv_len <= kDecodeChunk)
+    return 0;
   return (a.kv_len + kDecodeChunk - 1) / kDecodeChunk;
 }
 

@@ -27,6 +27,7 @@
 #pragma once
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 
 #include "kiln/expr/node.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
@@ -56,8 +57,10 @@ struct AttentionOp {
   static constexpr unsigned shape_only = P == AttentionPart::GradV ? 0b100u : 0u;  // dv reads v's shape alone
   template <int... R>
   static constexpr int out_rank = 4;
+  // q's type; the statistics in its compute type (float for bf16 and f16: an lse rounded to 8
+  // bits would scale the backward's probabilities by a few percent).
   template <class T, class...>
-  using dtype = T;
+  using dtype = std::conditional_t<P == AttentionPart::Stats, compute_t<T>, T>;
 
   // Operands: Out (q, k, v); Stats (q, k, v, g); the gradients (q, k, v, g, stats), GradV
   // reading v for its shape only.
