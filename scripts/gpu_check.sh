@@ -2,7 +2,7 @@
 # On a machine with a CUDA GPU: builds the CUDA tests (unless KILN_GPU_BIN names a folder of
 # prebuilt ones), runs their GPU cases (--on-gpu, tests/test_main.cpp), then compute-sanitizer:
 # memcheck on test_cuda_ops, test_cuda_modes, test_dtypes, test_ops and test_reductions;
-# racecheck on the row-reduction cases and the tensor-core GEMM kernels (shared memory). Logs
+# racecheck on the row-reduction cases, the tensor-core GEMM kernels and attention (shared memory). Logs
 # go to ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
 # KILN_SANITIZE=0 skips the sanitizers; KILN_SANITIZE=only runs just them.
 set -uo pipefail
@@ -37,6 +37,9 @@ timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/
 echo "racecheck test_cuda_ops (row reductions): exit $?; $(tail -1 "$OUT/racecheck.log")"
 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_cuda_ops" --on-gpu -tc="rows split*" > "$OUT/racecheck_split.log" 2>&1
 echo "racecheck test_cuda_ops (rows split over a cluster): exit $?; $(tail -1 "$OUT/racecheck_split.log")"
+timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_ops" --on-gpu \
+  -tc="attention against*,attention: masks*,gradients of attention*,attention of head_dim*" > "$OUT/racecheck_attention.log" 2>&1
+echo "racecheck test_ops (attention): exit $?; $(tail -1 "$OUT/racecheck_attention.log")"
 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_reductions" --on-gpu > "$OUT/racecheck_reduce.log" 2>&1
 echo "racecheck test_reductions: exit $?; $(tail -1 "$OUT/racecheck_reduce.log")"
 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$KILN_GPU_BIN/test_dtypes" --on-gpu -tc="*tensor-core GEMM*" > "$OUT/racecheck_tc.log" 2>&1

@@ -253,8 +253,9 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lowe
 
 // The decode path (launch.hpp's decode_chunks): block (b, hk, c) takes keys [c kDecodeChunk,
 // (c + 1) kDecodeChunk) of key/value head hk and every query row that reads it (R = q_len x
-// the group's query heads, row r being query r % q_len of head hk group + r / q_len). A thread
-// per key computes the R scores (q rows in shared memory, the key row read once); a warp per
+// the group's query heads, row r being query r % q_len of head hk group + r / q_len). Each key
+// row is read once, by a group of lanes in 16-byte pieces (or by one thread where rows are not
+// aligned), for all R scores (q rows in shared memory); a warp per
 // row takes its max and sum; then thread t accumulates element t % Dv (or a pair of elements)
 // of the weighted sum of v over the keys congruent to t / Dv, and shared memory adds those up. The partial (Dv sums, max,
 // sum) goes to scratch, and attention_combine_kernel merges a row's chunks:
@@ -282,34 +283,49 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(con
     qs[e] = widen(a.template at<Desc::q_slot>(b, hk * group + r / a.q_len, r % a.q_len)[x * a.inner[Desc::q_slot]]) * a.scale;
   }
   __syncthreads();
-  for (index_t j = threadIdx.x; j < nj; j += blockDim.x) {
-    const T* kr = a.template at<Desc::k_slot>(b, hk, j0 + j);
-    C dot[kDecodeRows] = {};  // registers: the loops over rows are unrolled, guarded by r < R
-    auto add = [&](index_t x, C kx) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  auto store = [&](index_t j, int r, C dot) {
+    s[r * kDecodeChunk + j] = j0 + j < a.keys_seen(r % a.q_len, Causal) ? dot : C(-INFINITY);
+  };
+  constexpr int E = 16 / sizeof(T);  // elements of a 16-byte piece
+  const int per_key = static_cast<int>(D / E);
+  if (vec && per_key > 0 && per_key <= 32 && (per_key & (per_key - 1)) == 0) {
+    // per_key lanes read one key row in 16-byte pieces (a warp reads 32 / per_key rows whole,
+    // coalesced); each lane's partial dot products are summed over its group by shuffles.
+    const int keys_per_warp = 32 / per_key, piece = lane % per_key;
+    for (index_t base = warp * keys_per_warp; base < nj; base += warps * keys_per_warp) {
+      const index_t j = base + lane / per_key;
+      union {
+        uint4 raw;
+        T v[E];
+      } k16;
+      k16.raw = j < nj ? *reinterpret_cast<const uint4*>(a.template at<Desc::k_slot>(b, hk, j0 + j) + piece * E) : uint4{};
+#pragma unroll
+      for (int r = 0; r < kDecodeRows; ++r) {
+        if (r >= R) break;
+        C dot = 0;
+#pragma unroll
+        for (int e = 0; e < E; ++e) dot += qs[r * D + piece * E + e] * widen(k16.v[e]);
+        for (int o = per_key / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (piece == 0 && j < nj) store(j, r, dot);
+      }
+    }
+  } else {
+    for (index_t j = threadIdx.x; j < nj; j += blockDim.x) {  // a thread per key
+      const T* kr = a.template at<Desc::k_slot>(b, hk, j0 + j);
+      C dot[kDecodeRows] = {};  // registers: the loops over rows are unrolled, guarded by r < R
+      for (index_t x = 0; x < D; ++x) {
+        const C kx = widen(kr[x * a.inner[Desc::k_slot]]);
+#pragma unroll
+        for (int r = 0; r < kDecodeRows; ++r)
+          if (r < R) dot[r] += qs[r * D + x] * kx;
+      }
 #pragma unroll
       for (int r = 0; r < kDecodeRows; ++r)
-        if (r < R) dot[r] += qs[r * D + x] * kx;
-    };
-    if (vec) {
-      constexpr int E = 16 / sizeof(T);
-      for (index_t x0 = 0; x0 < D; x0 += E) {
-        union {
-          uint4 raw;
-          T v[E];
-        } piece;
-        piece.raw = *reinterpret_cast<const uint4*>(kr + x0);
-#pragma unroll
-        for (int e = 0; e < E; ++e) add(x0 + e, widen(piece.v[e]));
-      }
-    } else {
-      for (index_t x = 0; x < D; ++x) add(x, widen(kr[x * a.inner[Desc::k_slot]]));
+        if (r < R) store(j, r, dot[r]);
     }
-#pragma unroll
-    for (int r = 0; r < kDecodeRows; ++r)
-      if (r < R) s[r * kDecodeChunk + j] = j0 + j < a.keys_seen(r % a.q_len, Causal) ? dot[r] : C(-INFINITY);
   }
   __syncthreads();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (index_t r = warp; r < R; r += warps) {
     C* sr = s + r * kDecodeChunk;
     C mx = -INFINITY;
