@@ -5,8 +5,11 @@
 // f32 and bf16, 4096 positions, bad shapes, and gradients by central differences. Registered by
 // ops_attention.cpp with DEVICE_CASE: on the CPU, and on the GPU with the inputs on the device.
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "gradcheck.hpp"
 
@@ -177,6 +180,92 @@ inline void bad_shapes() {
   CHECK_THROWS_WITH_AS(f(q64 = cases::randn<double>({1, 0, 5, 8}, 653), k64 = cases::randn<double>({1, 2, 5, 8}, 654),
                          v64 = cases::randn<double>({1, 2, 5, 8}, 655)),
                        doctest::Contains("positive multiple"), kiln::ShapeError);
+}
+
+// Batch b of x [B, H, S, D] with its positions cut to [0, len): [1, H, len, D].
+inline ref::Array cut(const ref::Array& x, std::size_t b, std::size_t len) {
+  const std::size_t H = x.shape[1], S = x.shape[2], D = x.shape[3];
+  ref::Array out = ref::zeros({1, H, len, D});
+  for (std::size_t h = 0; h < H; ++h)
+    for (std::size_t i = 0; i < len; ++i)
+      for (std::size_t d = 0; d < D; ++d) out.data[(h * len + i) * D + d] = x.data[((b * H + h) * S + i) * D + d];
+  return out;
+}
+// The reference with batch b using keys [0, lens[b]) only.
+inline ref::Array reference_cut(const ref::Array& q, const ref::Array& k, const ref::Array& v, const std::vector<std::int64_t>& lens,
+                                bool causal) {
+  const std::size_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Dv = v.shape[3];
+  ref::Array out = ref::zeros({B, H, Sq, Dv});
+  for (std::size_t b = 0; b < B; ++b) {
+    const auto L = static_cast<std::size_t>(lens[b]);
+    const ref::Array o = reference(cut(q, b, Sq), cut(k, b, L), cut(v, b, L), causal);
+    std::copy(o.data.begin(), o.data.end(), out.data.begin() + static_cast<std::ptrdiff_t>(b * H * Sq * Dv));
+  }
+  return out;
+}
+
+// kv_len, read when the program runs: batch b uses the first kv_len[b] positions of a static
+// cache (and under the mask its queries are the last of those), one compiled program for every
+// length: a [B] i64 length through the decode path (CUDA) and the general one, a scalar i32
+// through the tensor cores (bf16), lengths past the cache, and a wrong shape.
+inline void cache_lengths() {
+  constexpr auto len = kiln::input<"len", 1, kiln::i64>();
+  auto f = kiln::compile(kiln::attention<kiln::causal>(q64, k64, v64, len));
+  auto g = kiln::compile(kiln::attention(q64, k64, v64, len));
+  const auto lengths = [](std::vector<std::int64_t> l) { return kiln::from_vector<kiln::i64>(l).to(cases::device()); };
+  const auto t = draw<double>({2, 4, 3, 16}, {2, 2, 300, 16}, 16, 710);  // 6 query rows per head: decode on CUDA
+  const auto u = draw<double>({2, 2, 70, 16}, {2, 2, 300, 16}, 16, 713);
+  for (const std::vector<std::int64_t> l : {std::vector<std::int64_t>{20, 300}, {257, 3}, {0, 100}}) {
+    const auto q = ref::from(t.q.cpu()), k = ref::from(t.k.cpu()), v = ref::from(t.v.cpu());
+    ref::check_close(f(q64 = t.q, k64 = t.k, v64 = t.v, len = lengths(l)).cpu(), reference_cut(q, k, v, l, true), 1e-12, 1e-12);
+    ref::check_close(g(q64 = u.q, k64 = u.k, v64 = u.v, len = lengths(l)).cpu(),
+                     reference_cut(ref::from(u.q.cpu()), ref::from(u.k.cpu()), ref::from(u.v.cpu()), l, false), 1e-12, 1e-12);
+  }
+  using kiln::bf16;
+  constexpr auto qb = kiln::input<"q", 4, bf16>();
+  constexpr auto kb = kiln::input<"k", 4, bf16>();
+  constexpr auto vb = kiln::input<"v", 4, bf16>();
+  constexpr auto n = kiln::input<"n", 0, kiln::i32>();
+  auto h = kiln::compile(kiln::attention<kiln::causal>(qb, kb, vb, n));
+  const auto w = draw<bf16>({2, 2, 70, 64}, {2, 2, 200, 64}, 64, 716);
+  const auto nt = kiln::from_vector<kiln::i32>({130}, kiln::Shape{}).to(cases::device());
+  ref::check_close(h(qb = w.q, kb = w.k, vb = w.v, n = nt).cpu(),
+                   reference_cut(ref::from(w.q.cpu()), ref::from(w.k.cpu()), ref::from(w.v.cpu()), {130, 130}, true), 2e-2, 8e-3);
+  if (cases::device().is_cpu()) {
+    CHECK_THROWS_WITH_AS(f(q64 = t.q, k64 = t.k, v64 = t.v, len = lengths({5, 301})),
+                         doctest::Contains("attention: kv_len 301 of batch 1 is not a length of the cache, which has 300"),
+                         kiln::IndexError);
+  } else {  // clamped to the cache
+    const std::vector<std::int64_t> l{5, 300};
+    ref::check_close(f(q64 = t.q, k64 = t.k, v64 = t.v, len = lengths({5, 301})).cpu(),
+                     reference_cut(ref::from(t.q.cpu()), ref::from(t.k.cpu()), ref::from(t.v.cpu()), l, true), 1e-12, 1e-12);
+  }
+  CHECK_THROWS_WITH_AS(f(q64 = t.q, k64 = t.k, v64 = t.v, len = lengths({5, 6, 7})),
+                       doctest::Contains("kv_len [3] must be a scalar or one length per batch [2]"), kiln::ShapeError);
+}
+
+// Gradients through attention with kv_len against central differences: the keys past a batch's
+// length get zero gradients.
+inline void gradients_with_lengths() {
+  constexpr auto len = kiln::input<"len", 1, kiln::i64>();
+  constexpr auto r = kiln::input<"r", 4, double>();
+  constexpr auto loss = kiln::sum(kiln::attention<kiln::causal>(q64, k64, v64, len) * r);
+  auto value = kiln::compile(loss);
+  auto [gq, gk, gv] = kiln::grad(loss, q64, k64, v64);
+  auto grads = kiln::compile(kiln::outputs(gq, gk, gv));
+  const auto t = draw<double>({2, 2, 3, 4}, {2, 1, 9, 4}, 4, 720);
+  const auto qt = t.q.cpu(), kt = t.k.cpu(), vt = t.v.cpu();
+  const auto lt = kiln::from_vector<kiln::i64>({4, 9});
+  const auto rt = kiln::randn<double>({2, 2, 3, 4}, 725);
+  const auto dev = cases::device();
+  const auto [aq, ak, av] = grads(q64 = t.q, k64 = t.k, v64 = t.v, len = lt.to(dev), r = rt.to(dev));
+  auto at = [&](const kiln::Tensor<double>& a, const kiln::Tensor<double>& b, const kiln::Tensor<double>& c) {
+    return value(q64 = a, k64 = b, v64 = c, len = lt, r = rt)[0];
+  };
+  gradcheck::check("attention dq", aq.cpu(), gradcheck::numeric_gradient(qt, [&](const auto& x) { return at(x, kt, vt); }));
+  gradcheck::check("attention dk", ak.cpu(), gradcheck::numeric_gradient(kt, [&](const auto& x) { return at(qt, x, vt); }));
+  gradcheck::check("attention dv", av.cpu(), gradcheck::numeric_gradient(vt, [&](const auto& x) { return at(qt, kt, x); }));
+  CHECK(ak.cpu()[4 * 4] == 0.0);  // batch 0, position 4: past its length
 }
 
 // d/dq, d/dk and d/dv of sum(attention(q, k, v) * r) against central differences: causal and

@@ -10,5 +10,7 @@ DEVICE_CASE("attention of head_dim 64, 128 and 256 in bf16", head_dims<kiln::bf1
 DEVICE_CASE("attention of head_dim 64, 128 and 256 in f16", head_dims<kiln::f16>(4e-3, 2e-3))
 DEVICE_CASE("attention over 4096 positions", long_sequence())
 DEVICE_CASE("attention's bad shapes", bad_shapes())
+DEVICE_CASE("attention with cache lengths", cache_lengths())
+DEVICE_CASE("gradients of attention with cache lengths", gradients_with_lengths())
 DEVICE_CASE("gradients of attention", gradients())
 DEVICE_CASE("gradients of attention in bf16", gradients_in_bf16())

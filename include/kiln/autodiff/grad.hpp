@@ -28,12 +28,12 @@ struct Uses {
   static constexpr int N = D::size;
   // kids[u][k]: the entry id of operand k of entry u, or -1.
   static constexpr auto kids = []<std::size_t... U>(std::index_sequence<U...>) {
-    std::array<std::array<int, 3>, (N > 0 ? N : 1)> t{};
-    for (auto& r : t) r = {-1, -1, -1};
+    std::array<std::array<int, kMaxOperands>, (N > 0 ? N : 1)> t{};
+    for (auto& r : t) r.fill(-1);
     (
         [&] {
           using Entry = typename D::template entry<U>;
-          static_assert(Entry::nkids <= 3, "kiln::grad: an op with more than three operands");
+          static_assert(Entry::nkids <= kMaxOperands, "kiln::grad: an op with more than kiln::kMaxOperands operands");
           for (int k = 0; k < Entry::nkids; ++k) t[U][k] = Entry::kids[k];
         }(),
         ...);
@@ -44,7 +44,7 @@ struct Uses {
   static constexpr int count = [] {
     int n = 0;
     for (int u = 0; u < N; ++u)
-      for (int k = 0; k < 3; ++k) n += kids[u][k] == I;
+      for (int k = 0; k < kMaxOperands; ++k) n += kids[u][k] == I;
     return n;
   }();
   // The (user, operand position) pairs through which entry I is read.
@@ -53,7 +53,7 @@ struct Uses {
     std::array<std::pair<int, int>, (count<I> > 0 ? count<I> : 1)> r{};
     int n = 0;
     for (int u = 0; u < N; ++u)
-      for (int k = 0; k < 3; ++k)
+      for (int k = 0; k < kMaxOperands; ++k)
         if (kids[u][k] == I) r[n++] = {u, k};
     return r;
   }();

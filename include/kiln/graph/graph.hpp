@@ -225,6 +225,7 @@ struct NodeInfo {
   // q k^T (0: 1/sqrt(head_dim), taken from the shapes).
   std::uint8_t attention_part = 0;
   bool causal = false;
+  bool attention_len = false;  // a last operand holds kv_len
   double scale = 0;
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
@@ -253,6 +254,7 @@ constexpr NodeInfo describe() {
       n.attention_part = static_cast<std::uint8_t>(Op::attention_part);
       n.causal = Op::causal;
       n.scale = Op::scale;
+      n.attention_len = Op::has_len;
     }
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;

@@ -165,21 +165,45 @@ index_t first_id_out_of_range(const I* ids, index_t n, index_t rows) {
 // heads, q_len, v_dim] (Out, GradQ: head_dim), [batch, heads, q_len, 2] (Stats) or [batch,
 // kv_heads, kv_len, head_dim or v_dim] (GradK, GradV). Under the causal mask query i sees keys
 // j <= i + kv_len - q_len.
-template <class T, int NL>
-struct AttentionArgs : RowArgs<T, NL, 0, 0> {
+template <class I>
+struct AttentionLengths {  // the valid length of batch b's cache: ids[b * ids_stride]
+  const I* ids = nullptr;
+  index_t ids_stride = 0;
+};
+template <>
+struct AttentionLengths<void> {};
+
+template <class T, int NL, class I = void>
+struct AttentionArgs : RowArgs<T, NL, 0, 0>, AttentionLengths<I> {
   index_t batch = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, v_dim = 0;
   compute_t<T> scale = 1;
-  // The last key query i sees, plus one: kv_len, or i + 1 + kv_len - q_len under the mask (at
-  // most kv_len, at least 0).
-  KILN_HOST_DEVICE KILN_INLINE index_t keys_seen(index_t i, bool causal) const {
-    if (!causal) return kv_len;
-    const index_t e = i + 1 + kv_len - q_len;
-    return e < 0 ? 0 : (e > kv_len ? kv_len : e);
+  // Batch b's valid keys: [0, kv_len), or [0, kv_len[b]) clamped to the cache where kv_len is
+  // an operand (read where the kernel runs: on the device for CUDA).
+  KILN_HOST_DEVICE KILN_INLINE index_t length(index_t b) const {
+    if constexpr (std::is_void_v<I>) {
+      return kv_len;
+    } else {
+      const auto n = static_cast<index_t>(this->ids[b * this->ids_stride]);
+      return n < 0 ? 0 : (n > kv_len ? kv_len : n);
+    }
   }
-  // The first query that sees key j (q_len where none does).
-  KILN_HOST_DEVICE KILN_INLINE index_t first_query(index_t j, bool causal) const {
+  // The last key query i of batch b sees, plus one: its length L, or i + 1 + L - q_len under
+  // the mask (at least 0). Without b: every key valid (the planner's counts).
+  KILN_HOST_DEVICE KILN_INLINE static index_t keys_seen(index_t i, bool causal, index_t len, index_t q_len) {
+    if (!causal) return len;
+    const index_t e = i + 1 + len - q_len;
+    return e < 0 ? 0 : (e > len ? len : e);
+  }
+  KILN_HOST_DEVICE KILN_INLINE index_t keys_seen(index_t b, index_t i, bool causal) const {
+    return keys_seen(i, causal, length(b), q_len);
+  }
+  KILN_HOST_DEVICE KILN_INLINE index_t keys_seen_full(index_t i, bool causal) const { return keys_seen(i, causal, kv_len, q_len); }
+  // The first query of batch b that sees key j (q_len where none does).
+  KILN_HOST_DEVICE KILN_INLINE index_t first_query(index_t b, index_t j, bool causal) const {
+    const index_t len = length(b);
+    if (j >= len) return q_len;
     if (!causal) return 0;
-    const index_t i = j - (kv_len - q_len);
+    const index_t i = j - (len - q_len);
     return i < 0 ? 0 : (i > q_len ? q_len : i);
   }
   template <int S>
@@ -244,9 +268,9 @@ template <class T, class I, bool S>
 struct kernel_args<IndexRowsKernel<T, I, S>> {
   using type = IndexRowsArgs<T, I>;
 };
-template <class T, int P, bool C, int NL>
-struct kernel_args<AttentionKernel<T, P, C, NL>> {
-  using type = AttentionArgs<T, NL>;
+template <class T, int P, bool C, int NL, class I>
+struct kernel_args<AttentionKernel<T, P, C, NL, I>> {
+  using type = AttentionArgs<T, NL, I>;
 };
 template <class Desc>
 using args_t = typename kernel_args<Desc>::type;

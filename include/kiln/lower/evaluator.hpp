@@ -236,11 +236,19 @@ struct IndexRowsKernel {
 };
 
 // Attention: one part of scaled dot-product attention (expr/ops/attention.hpp; Part is the
-// AttentionPart's number), the causal mask or none. Its loads are the node's operands read for
-// their values, in order; the slots below say which is which (-1: not read by this part).
-template <class T, int Part, bool Causal, int NLoads>
-struct AttentionKernel {
+// AttentionPart's number), the causal mask or none, and kv_len's type I (void: none). Its loads
+// are the node's float operands read for their values, in order; the slots below say which is
+// which (-1: not read by this part).
+template <class I>
+struct AttentionLengthType {  // kv_len's integer type, read as index rows' ids are
+  using index_type = I;
+};
+template <>
+struct AttentionLengthType<void> {};
+template <class T, int Part, bool Causal, int NLoads, class I = void>
+struct AttentionKernel : AttentionLengthType<I> {
   using value_type = T;
+  using length_type = I;  // void: every key of k and v is valid
   static constexpr int part = Part, nloads = NLoads, nconsts = 0, nstages = 0;
   static constexpr bool causal = Causal;
   static constexpr AttentionPart part_kind = static_cast<AttentionPart>(Part);

@@ -133,9 +133,12 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
     }
   } else if (G.kind == KernelKind::AxisCopy || G.kind == KernelKind::Attention) {
     // The output's space; a load per source (the operands read for their values), in order.
+    // Attention's kv_len is read through the kernel's own pointer, as index rows' ids are.
     k.space_node[0] = G.root;
     const auto& n = g.nodes[G.root];
-    for (int c = 0; c < n.nchildren; ++c)
+    const int nloaded = n.attention_len ? n.nchildren - 1 : n.nchildren;
+    if (n.attention_len) k.index_node = n.children[nloaded];
+    for (int c = 0; c < nloaded; ++c)
       if (n.reads_value_of(c)) {
         k.load_node[k.nloads] = n.children[c];
         k.load_space[k.nloads++] = 0;
@@ -269,8 +272,14 @@ struct Program {
   struct lower_kernel<G, KernelKind::Attention> {
     static constexpr auto& ki = kernel_info<G>;
     static constexpr auto& n = graph_type::info.nodes[ki.group.root];
-    // T is q's type (the statistics the Stats part writes are its compute type).
-    using type = AttentionKernel<typename graph_type::template node<n.children[0]>::dtype, n.attention_part, n.causal, ki.nloads>;
+    // T is q's type (the statistics the Stats part writes are its compute type); I kv_len's.
+    template <int I>
+    static auto index_type() {
+      if constexpr (I < 0) return std::type_identity<void>{};
+      else return std::type_identity<typename graph_type::template node<I>::dtype>{};
+    }
+    using type = AttentionKernel<typename graph_type::template node<n.children[0]>::dtype, n.attention_part, n.causal, ki.nloads,
+                                 typename decltype(index_type<ki.index_node>())::type>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::ReduceTo> {

@@ -400,10 +400,15 @@ struct Planner {
       a.head_dim = static_cast<index_t>(q[3]);
       a.v_dim = static_cast<index_t>(v[3]);
       a.scale = static_cast<compute_t<T>>(node.scale > 0 ? node.scale : 1.0 / std::sqrt(static_cast<double>(std::max<index_t>(a.head_dim, 1))));
+      if constexpr (!std::is_void_v<typename Desc::length_type>) {  // kv_len: a scalar, or one per batch
+        const Shape& ls = st.shapes[ki.index_node];
+        pr.index_buffer = st.faces[ki.index_node].buffer;
+        a.ids_stride = ls.rank() == 1 && ls[0] != 1 ? st.faces[ki.index_node].strides[0] : 0;
+      }
       // explain()'s count: 2 per multiply-add of each product over the (query, key) pairs the
       // mask keeps (q k^T and p v forward; the backward's recomputed q k^T, g v^T and its own).
       double pairs = 0;
-      for (index_t i = 0; i < a.q_len; ++i) pairs += static_cast<double>(a.keys_seen(i, Desc::causal));
+      for (index_t i = 0; i < a.q_len; ++i) pairs += static_cast<double>(a.keys_seen_full(i, Desc::causal));
       const double d = static_cast<double>(a.head_dim), dv = static_cast<double>(a.v_dim);
       constexpr bool three_products = Desc::part_kind == AttentionPart::GradQ || Desc::part_kind == AttentionPart::GradK;
       const double per_pair = three_products ? 2 * d + dv : d + dv;

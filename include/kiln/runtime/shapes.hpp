@@ -237,6 +237,11 @@ inline Shape attention_shape(const graph::NodeInfo& n, const std::vector<Shape>&
   if (q[3] != k[3]) fail("q and k must have one head_dim");
   if (k[1] == 0 || q[1] == 0 || q[1] % k[1] != 0)
     fail("q's heads must be a positive multiple of k's and v's (grouped-query attention)");
+  if (n.attention_len) {
+    const Shape& len = child(n.nchildren - 1);
+    if (len.rank() > 1 || (len.rank() == 1 && len[0] != q[0]))
+      fail("kv_len " + len.str() + " must be a scalar or one length per batch [" + std::to_string(q[0]) + "]");
+  }
   const Shape out{q[0], q[1], q[2], v[3]};
   if (part != AttentionPart::Out) {
     const Shape& g = child(3);

@@ -16,9 +16,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/backend/cpu/parallel.hpp"
+#include "kiln/core/errors.hpp"
 #include "kiln/lower/args.hpp"
 
 namespace kiln::cpu {
@@ -26,13 +29,25 @@ namespace kiln::cpu {
 template <class Desc>
 struct AttentionKernelCpu;
 
-template <class T, int Part, bool Causal, int NL>
-struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
-  using Desc = lower::AttentionKernel<T, Part, Causal, NL>;
-  using Args = lower::AttentionArgs<T, NL>;
+template <class T, int Part, bool Causal, int NL, class I>
+struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
+  using Desc = lower::AttentionKernel<T, Part, Causal, NL, I>;
+  using Args = lower::AttentionArgs<T, NL, I>;
   using C = compute_t<T>;
   static constexpr index_t kTile = 64;
   static constexpr C kNegInf = -std::numeric_limits<C>::infinity();
+
+  // An IndexError for a kv_len outside [0, the cache's positions].
+  static void check_ids(const Args& a)
+    requires(!std::is_void_v<I>)
+  {
+    for (index_t b = 0; b < a.batch; ++b) {
+      const auto n = static_cast<long long>(a.ids[b * a.ids_stride]);
+      if (n < 0 || n > a.kv_len)
+        throw IndexError("attention: kv_len " + std::to_string(n) + " of batch " + std::to_string(b) +
+                         " is not a length of the cache, which has " + std::to_string(a.kv_len) + " positions");
+    }
+  }
 
   // A thread's buffers: two row blocks and two transposed panels of kTile x dim, a row block
   // for the product's right side, the scores and their second product (kTile x kTile), the
@@ -132,7 +147,7 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
     std::fill(w.l, w.l + ni, C(0));
     std::fill(w.u, w.u + ni, C(0));
     if constexpr (!kStats) std::fill(w.acc, w.acc + ni * Dv, C(0));
-    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
     for (index_t j0 = 0; j0 < kend; j0 += kTile) {
       const index_t nj = std::min(kTile, kend - j0);
       load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
@@ -145,7 +160,7 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
       }
       for (index_t r = 0; r < ni; ++r) {
         C* s = w.s + r * kTile;
-        const index_t lim = std::clamp<index_t>(a.keys_seen(i0 + r, Causal) - j0, 0, nj);
+        const index_t lim = std::clamp<index_t>(a.keys_seen(b, i0 + r, Causal) - j0, 0, nj);
         C mx = kNegInf;
         for (index_t j = 0; j < lim; ++j) mx = std::max(mx, s[j]);
         const C m_new = std::max(w.m[r], mx);
@@ -186,7 +201,7 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
   // the query sees no key), then, with dp = g v^T in s2, ds = p (dp - delta) in s2.
   // Row r is query i0 + r, column c key j0 + c; `transposed`: row r is key j0 + r, column c
   // query i0 + c.
-  static void probabilities(const Args& a, const Buffers& w, index_t i0, index_t ni, index_t j0, index_t nj, bool transposed,
+  static void probabilities(const Args& a, const Buffers& w, index_t b, index_t i0, index_t ni, index_t j0, index_t nj, bool transposed,
                             bool with_ds) {
     const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj;
     for (index_t r = 0; r < nr; ++r)
@@ -194,7 +209,7 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
         const index_t qi = transposed ? c : r, kj = transposed ? r : c;
         const C lse = w.lse[qi];
         C& s = w.s[r * kTile + c];
-        const bool visible = j0 + kj < a.keys_seen(i0 + qi, Causal) && lse != kNegInf;
+        const bool visible = j0 + kj < a.keys_seen(b, i0 + qi, Causal) && lse != kNegInf;
         s = visible ? std::exp(s - lse) : C(0);
         if (with_ds) {
           C& d = w.s2[r * kTile + c];
@@ -220,14 +235,14 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
     load_rows<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.rows_b);
     load_stats<Desc::stats_slot>(a, b, h, i0, ni, w.lse, w.delta);
     std::fill(w.acc, w.acc + ni * D, C(0));
-    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
     for (index_t j0 = 0; j0 < kend; j0 += kTile) {
       const index_t nj = std::min(kTile, kend - j0);
       load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
       product(w.rows_a, w.panel_a, ni, nj, D, w.s);
       load_panel<Desc::v_slot>(a, b, hk, j0, nj, Dv, w.panel_b);
       product(w.rows_b, w.panel_b, ni, nj, Dv, w.s2);
-      probabilities(a, w, i0, ni, j0, nj, false, true);
+      probabilities(a, w, b, i0, ni, j0, nj, false, true);
       load_rows<Desc::k_slot>(a, b, hk, j0, nj, D, C(1), w.rows_c);
       accumulate(w.s2, w.rows_c, ni, nj, D, w.acc);
     }
@@ -246,7 +261,7 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
     load_rows<Desc::k_slot>(a, b, hk, j0, nj, D, a.scale, w.rows_a);  // s^T = (scale k) q^T
     if constexpr (kGradK) load_rows<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.rows_b);
     std::fill(w.acc, w.acc + nj * dim, C(0));
-    const index_t first = a.first_query(j0, Causal);
+    const index_t first = a.first_query(b, j0, Causal);
     for (index_t h = hk * group; h < (hk + 1) * group; ++h)
       for (index_t i0 = first; i0 < a.q_len; i0 += kTile) {
         const index_t ni = std::min(kTile, a.q_len - i0);
@@ -256,11 +271,11 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL>> {
         if constexpr (kGradK) {
           load_panel<Desc::g_slot>(a, b, h, i0, ni, Dv, w.panel_b);
           product(w.rows_b, w.panel_b, nj, ni, Dv, w.s2);  // (g v^T)^T
-          probabilities(a, w, i0, ni, j0, nj, true, true);
+          probabilities(a, w, b, i0, ni, j0, nj, true, true);
           load_rows<Desc::q_slot>(a, b, h, i0, ni, D, C(1), w.rows_c);
           accumulate(w.s2, w.rows_c, nj, ni, D, w.acc);
         } else {
-          probabilities(a, w, i0, ni, j0, nj, true, false);
+          probabilities(a, w, b, i0, ni, j0, nj, true, false);
           load_rows<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.rows_c);
           accumulate(w.s, w.rows_c, nj, ni, Dv, w.acc);
         }

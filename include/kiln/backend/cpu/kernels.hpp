@@ -43,9 +43,9 @@ template <class T, class I, bool S>
 struct kernel_of<lower::IndexRowsKernel<T, I, S>> {
   using type = IndexRowsKernelCpu<lower::IndexRowsKernel<T, I, S>>;
 };
-template <class T, int P, bool C, int NL>
-struct kernel_of<lower::AttentionKernel<T, P, C, NL>> {
-  using type = AttentionKernelCpu<lower::AttentionKernel<T, P, C, NL>>;
+template <class T, int P, bool C, int NL, class I>
+struct kernel_of<lower::AttentionKernel<T, P, C, NL, I>> {
+  using type = AttentionKernelCpu<lower::AttentionKernel<T, P, C, NL, I>>;
 };
 template <class Desc>
 using kernel_t = typename kernel_of<Desc>::type;

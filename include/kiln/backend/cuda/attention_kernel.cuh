@@ -46,10 +46,10 @@ struct AttentionTiles {
   }
 };
 
-template <class T, int Part, bool Causal, int NL>
+template <class T, int Part, bool Causal, int NL, class I>
 struct AttentionDevice {
-  using Desc = lower::AttentionKernel<T, Part, Causal, NL>;
-  using Args = lower::AttentionArgs<T, NL>;
+  using Desc = lower::AttentionKernel<T, Part, Causal, NL, I>;
+  using Args = lower::AttentionArgs<T, NL, I>;
   using C = compute_t<T>;
   index_t tile, ld, dim;  // dim: max(D, Dv), ld = dim + 1
 
@@ -81,7 +81,7 @@ struct AttentionDevice {
   }
   // p = exp(s - lse) in place (0 where masked or where the query sees no key) and, with_ds,
   // ds = p (s2 - delta) in s2. transposed: rows are keys j0 + r, columns queries i0 + c.
-  __device__ void probabilities(const Args& a, AttentionTiles<C>& w, index_t i0, index_t ni, index_t j0, index_t nj,
+  __device__ void probabilities(const Args& a, AttentionTiles<C>& w, index_t b, index_t i0, index_t ni, index_t j0, index_t nj,
                                 bool transposed, bool with_ds) const {
     const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj;
     for (index_t e = threadIdx.x; e < nr * nc; e += blockDim.x) {
@@ -89,7 +89,7 @@ struct AttentionDevice {
       const index_t qi = transposed ? c : r, kj = transposed ? r : c;
       const C lse = w.m[qi];
       C& s = w.s[r * (tile + 1) + c];
-      const bool visible = j0 + kj < a.keys_seen(i0 + qi, Causal) && !::isinf(lse);
+      const bool visible = j0 + kj < a.keys_seen(b, i0 + qi, Causal) && !::isinf(lse);
       s = visible ? ::exp(s - lse) : C(0);
       if (with_ds) {
         C& d = w.s2[r * (tile + 1) + c];
@@ -116,7 +116,7 @@ struct AttentionDevice {
     for (index_t r = threadIdx.x; r < ni; r += blockDim.x) w.m[r] = neg_inf, w.l[r] = 0, w.u[r] = 0;
     if constexpr (!kStats)
       for (index_t e = threadIdx.x; e < ni * dim; e += blockDim.x) w.acc[e] = 0;
-    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
     for (index_t j0 = 0; j0 < kend; j0 += tile) {
       const index_t nj = least(tile, kend - j0);
       __syncthreads();  // the previous tile's readers are done
@@ -128,7 +128,7 @@ struct AttentionDevice {
       __syncthreads();
       for (index_t r = threadIdx.x; r < ni; r += blockDim.x) {
         C* s = w.s + r * (tile + 1);
-        const index_t seen = a.keys_seen(i0 + r, Causal) - j0, lim = seen < 0 ? 0 : (seen > nj ? nj : seen);
+        const index_t seen = a.keys_seen(b, i0 + r, Causal) - j0, lim = seen < 0 ? 0 : (seen > nj ? nj : seen);
         C mx = neg_inf;
         for (index_t j = 0; j < lim; ++j) mx = ::fmax(mx, s[j]);
         const C m_new = ::fmax(w.m[r], mx);
@@ -175,7 +175,7 @@ struct AttentionDevice {
     load<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.t3);
     load_stats(a, w, b, h, i0, ni);
     for (index_t e = threadIdx.x; e < ni * dim; e += blockDim.x) w.acc[e] = 0;
-    const index_t kend = a.keys_seen(i0 + ni - 1, Causal);
+    const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
     for (index_t j0 = 0; j0 < kend; j0 += tile) {
       const index_t nj = least(tile, kend - j0);
       __syncthreads();
@@ -185,7 +185,7 @@ struct AttentionDevice {
       product(w.t0, w.t1, ni, nj, D, w.s);
       product(w.t3, w.t2, ni, nj, Dv, w.s2);
       __syncthreads();
-      probabilities(a, w, i0, ni, j0, nj, false, true);
+      probabilities(a, w, b, i0, ni, j0, nj, false, true);
       __syncthreads();
       accumulate(w.s2, w.t1, ni, nj, D, nullptr, w.acc);
     }
@@ -203,7 +203,7 @@ struct AttentionDevice {
     load<Desc::k_slot>(a, b, hk, j0, nj, D, a.scale, w.t0);  // s^T = (scale k) q^T
     if constexpr (kGradK) load<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.t1);
     for (index_t e = threadIdx.x; e < nj * dim; e += blockDim.x) w.acc[e] = 0;
-    const index_t first = a.first_query(j0, Causal);
+    const index_t first = a.first_query(b, j0, Causal);
     for (index_t h = hk * group; h < (hk + 1) * group; ++h)
       for (index_t i0 = first; i0 < a.q_len; i0 += tile) {
         const index_t ni = least(tile, a.q_len - i0);
@@ -215,7 +215,7 @@ struct AttentionDevice {
         product(w.t0, w.t2, nj, ni, D, w.s);
         if constexpr (kGradK) product(w.t1, w.t3, nj, ni, Dv, w.s2);  // (g v^T)^T
         __syncthreads();
-        probabilities(a, w, i0, ni, j0, nj, true, kGradK);
+        probabilities(a, w, b, i0, ni, j0, nj, true, kGradK);
         __syncthreads();
         if constexpr (kGradK) accumulate(w.s2, w.t2, nj, ni, D, nullptr, w.acc);
         else accumulate(w.s, w.t3, nj, ni, Dv, nullptr, w.acc);
@@ -229,9 +229,9 @@ struct AttentionDevice {
   }
 };
 
-template <class T, int Part, bool Causal, int NL>
-__global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lower::AttentionArgs<T, NL> a, index_t tile) {
-  using Dev = AttentionDevice<T, Part, Causal, NL>;
+template <class T, int Part, bool Causal, int NL, class I>
+__global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lower::AttentionArgs<T, NL, I> a, index_t tile) {
+  using Dev = AttentionDevice<T, Part, Causal, NL, I>;
   using C = typename Dev::C;
   extern __shared__ double attention_smem[];  // double: aligned for every compute type
   await_previous_kernel();
@@ -260,11 +260,11 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lowe
 // of the weighted sum of v over the keys congruent to t / Dv, and shared memory adds those up. The partial (Dv sums, max,
 // sum) goes to scratch, and attention_combine_kernel merges a row's chunks:
 //   out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c,   M = max_c m_c.
-template <class T, bool Causal, int NL>
-__global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(const lower::AttentionArgs<T, NL> a,
+template <class T, bool Causal, int NL, class I>
+__global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(const lower::AttentionArgs<T, NL, I> a,
                                                                              compute_t<T>* partial, bool vec) {
   using C = compute_t<T>;
-  using Desc = lower::AttentionKernel<T, 0, Causal, NL>;
+  using Desc = lower::AttentionKernel<T, 0, Causal, NL, I>;
   extern __shared__ double attention_smem[];
   await_previous_kernel();
   const index_t chunks = (a.kv_len + kDecodeChunk - 1) / kDecodeChunk, group = a.heads / a.kv_heads;
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(con
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   auto store = [&](index_t j, int r, C dot) {
-    s[r * kDecodeChunk + j] = j0 + j < a.keys_seen(r % a.q_len, Causal) ? dot : C(-INFINITY);
+    s[r * kDecodeChunk + j] = j0 + j < a.keys_seen(b, r % a.q_len, Causal) ? dot : C(-INFINITY);
   };
   constexpr int E = 16 / sizeof(T);  // elements of a 16-byte piece
   const int per_key = static_cast<int>(D / E);
@@ -376,8 +376,8 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(con
   }
 }
 
-template <class T, int NL>
-__global__ void attention_combine_kernel(const lower::AttentionArgs<T, NL> a, const compute_t<T>* partial) {
+template <class T, int NL, class I>
+__global__ void attention_combine_kernel(const lower::AttentionArgs<T, NL, I> a, const compute_t<T>* partial) {
   using C = compute_t<T>;
   await_previous_kernel();
   const index_t chunks = (a.kv_len + kDecodeChunk - 1) / kDecodeChunk, Dv = a.v_dim, row = blockIdx.x;
@@ -397,10 +397,10 @@ __global__ void attention_combine_kernel(const lower::AttentionArgs<T, NL> a, co
 
 template <class Desc>
 struct AttentionCuda;
-template <class T, int Part, bool Causal, int NL>
-struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL>> {
-  using Desc = lower::AttentionKernel<T, Part, Causal, NL>;
-  using Args = lower::AttentionArgs<T, NL>;
+template <class T, int Part, bool Causal, int NL, class I>
+struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL, I>> {
+  using Desc = lower::AttentionKernel<T, Part, Causal, NL, I>;
+  using Args = lower::AttentionArgs<T, NL, I>;
   using C = compute_t<T>;
   static constexpr std::size_t kMaxShared = 200 * 1024;
 
@@ -414,13 +414,13 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL>> {
     }
     const index_t lanes = kAttentionThreads / (vec ? a.v_dim / 2 : a.v_dim);
     const std::size_t smem = static_cast<std::size_t>(R * a.head_dim + R * kDecodeChunk + lanes * R * a.v_dim + 2 * R) * sizeof(C);
-    constexpr auto kernel = &attention_decode_kernel<T, Causal, NL>;
+    constexpr auto kernel = &attention_decode_kernel<T, Causal, NL, I>;
     KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     auto* partial = static_cast<C*>(scratch);
     launch_after_previous<kernel>(dim3(static_cast<unsigned>(a.batch * a.kv_heads * chunks)), dim3(kAttentionThreads), smem,
                                   stream, a, partial, vec);
     const auto threads = static_cast<unsigned>(std::clamp<index_t>((a.v_dim + 31) / 32 * 32, 32, 256));
-    launch_after_previous<&attention_combine_kernel<T, NL>>(dim3(static_cast<unsigned>(a.batch * a.heads * a.q_len)),
+    launch_after_previous<&attention_combine_kernel<T, NL, I>>(dim3(static_cast<unsigned>(a.batch * a.heads * a.q_len)),
                                                              dim3(threads), 0, stream, a, static_cast<const C*>(partial));
     KILN_CUDA_CHECK(cudaGetLastError());
   }
@@ -435,7 +435,7 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL>> {
       for (int d = 0; d < 3; ++d)
         if (a.outer[s][d] % 8 != 0) return false;
     }
-    constexpr auto kernel = &attention_tc_kernel<T, D, Causal, NL>;
+    constexpr auto kernel = &attention_tc_kernel<T, D, Causal, NL, I>;
     static const bool runs = code_arch(kernel) >= 80;
     if (!runs) return false;
     constexpr std::size_t smem = attention_tc_smem<D>;
@@ -462,7 +462,7 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL>> {
     if (smem > kMaxShared)
       throw ShapeError("attention: head_dim " + std::to_string(a.head_dim) + " (value head_dim " + std::to_string(a.v_dim) +
                        ") needs more shared memory than a CUDA block has; head_dim up to 256 is supported on CUDA");
-    constexpr auto kernel = &attention_kernel<T, Part, Causal, NL>;
+    constexpr auto kernel = &attention_kernel<T, Part, Causal, NL, I>;
     KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const index_t tiles = per_key ? (a.kv_len + tile - 1) / tile : (a.q_len + tile - 1) / tile;
     const index_t blocks = a.batch * (per_key ? a.kv_heads : a.heads) * tiles;

@@ -10,8 +10,9 @@
 //   - o += p v: p's accumulators become the A fragments of the second product as they are
 //     (rounded to the input type), v's fragments by ldmatrix.trans.
 // Rows are padded by 16 bytes, so the 8 rows an ldmatrix reads fall in 8 different bank groups.
-// The mask: key j is seen by query i when j < keys_seen(i) and j < kv_len (the last tile's rows
-// past kv_len are zero-filled and masked). Only key tiles some query of the block sees are read.
+// The mask: key j is seen by query i of batch b when j < keys_seen(b, i), which is at most the
+// batch's length (the last tile's rows past the cache are zero-filled and masked). Only key
+// tiles some query of the block sees are read.
 #pragma once
 #include <cstdint>
 
@@ -31,8 +32,8 @@ __device__ __forceinline__ std::uint32_t pack_pair(float lo, float hi) {
   return static_cast<std::uint32_t>(narrow<S>(lo).bits) | (static_cast<std::uint32_t>(narrow<S>(hi).bits) << 16);
 }
 
-template <class S, int D, bool Causal, int NL>
-__global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lower::AttentionArgs<S, NL> a) {
+template <class S, int D, bool Causal, int NL, class I>
+__global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lower::AttentionArgs<S, NL, I> a) {
   await_previous_kernel();
 #if __CUDA_ARCH__ >= 800
   constexpr int Ld = D + 8;          // row stride in shared memory, elements
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lowe
   const index_t b = bh / a.heads, h = bh % a.heads, hk = h / (a.heads / a.kv_heads);
   const index_t q0 = qt * kAttnTcRows;
   const index_t last = (q0 + kAttnTcRows < a.q_len ? q0 + kAttnTcRows : a.q_len) - 1;
-  const index_t kend = a.keys_seen(last, Causal);
+  const index_t kend = a.keys_seen(b, last, Causal);
   const int ktiles = static_cast<int>((kend + kAttnTcKeys - 1) / kAttnTcKeys);
 
   // Rows [r0, r0 + 64) of an operand (rows row_stride apart from base) into tile dst, zeros
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lowe
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 of the warp
   std::uint32_t qf[KSteps][4];
   const index_t row0 = q0 + warp * 16 + g;  // this thread's two query rows: row0, row0 + 8
-  const index_t seen0 = a.keys_seen(row0, Causal), seen1 = a.keys_seen(row0 + 8, Causal);
+  const index_t seen0 = a.keys_seen(b, row0, Causal), seen1 = a.keys_seen(b, row0 + 8, Causal);
   const float scale = a.scale;
 
   for (int kt = 0; kt < ktiles; ++kt) {

@@ -35,9 +35,9 @@ struct kernel_impl<lower::IndexRowsKernel<T, I, S>> {
   using type = IndexRowsCuda<lower::IndexRowsKernel<T, I, S>>;
 };
 
-template <class T, int P, bool C, int NL>
-struct kernel_impl<lower::AttentionKernel<T, P, C, NL>> {
-  using type = AttentionCuda<lower::AttentionKernel<T, P, C, NL>>;
+template <class T, int P, bool C, int NL, class I>
+struct kernel_impl<lower::AttentionKernel<T, P, C, NL, I>> {
+  using type = AttentionCuda<lower::AttentionKernel<T, P, C, NL, I>>;
 };
 
 template <class Epi, int Acc>

@@ -11,6 +11,8 @@
 //                                        and Hugging Face's cached decoding do)
 //   attention<kiln::causal, 0.0625>(...) a scale other than 1 / sqrt(D) (Gemma's
 //                                        query_pre_attn_scalar ** -0.5)
+//   attention<...>(q, k, v, kv_len)      only the first kv_len[b] keys of a static cache (a run-time
+//                                        integer operand, a scalar or [B])
 // A query that sees no key (Sq > Skv under the causal mask) gets a row of zeros.
 //
 // The options are template arguments, so an attention node holds no value and one call is one
@@ -38,14 +40,17 @@ namespace kiln {
 inline constexpr AttentionMask causal = AttentionMask::Causal;
 
 namespace detail {
-template <AttentionPart P, AttentionMask M, double Scale, Expression... Cs>
+template <AttentionPart P, AttentionMask M, double Scale, bool HasLen, Expression... Cs>
 constexpr auto attention_part(Cs... cs);
 }
 
-template <AttentionPart P, AttentionMask M, double Scale>
+// HasLen: a last operand holds the valid cache length (kv_len, integers).
+template <AttentionPart P, AttentionMask M, double Scale, bool HasLen = false>
 struct AttentionOp {
   static constexpr NodeKind kind = NodeKind::Attention;
   static constexpr bool composite = false;
+  static constexpr bool has_len = HasLen;
+  static constexpr bool takes_indices = HasLen;
   static constexpr AttentionPart attention_part = P;
   static constexpr bool causal = M == AttentionMask::Causal;
   static constexpr double scale = Scale;
@@ -63,20 +68,29 @@ struct AttentionOp {
   using dtype = std::conditional_t<P == AttentionPart::Stats, compute_t<T>, T>;
 
   // Operands: Out (q, k, v); Stats (q, k, v, g); the gradients (q, k, v, g, stats), GradV
-  // reading v for its shape only.
+  // reading v for its shape only; each followed by kv_len where the op has it.
+  template <AttentionPart Q, class N, class... Xs>
+  static constexpr auto part(const N& y, const Xs&... xs) {
+    if constexpr (HasLen) return detail::attention_part<Q, M, Scale, true>(xs..., std::get<3>(y.children));
+    else return detail::attention_part<Q, M, Scale, false>(xs...);
+  }
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     static_assert(P == AttentionPart::Out,
                   "kiln::grad: attention's backward is not differentiable again (no second derivatives of attention)");
-    const auto& [q, k, v] = y.children;
+    const auto& q = std::get<0>(y.children);
+    const auto& k = std::get<1>(y.children);
+    const auto& v = std::get<2>(y.children);
     const auto gy = [&] {  // the cotangent with the output's shape (a loss's 1 broadcasts)
       if constexpr (G::rank < 4) return expand_as(g, y);
       else return g;
     }();
-    const auto stats = detail::attention_part<AttentionPart::Stats, M, Scale>(q, k, v, gy);
-    return std::tuple{detail::attention_part<AttentionPart::GradQ, M, Scale>(q, k, v, gy, stats),
-                      detail::attention_part<AttentionPart::GradK, M, Scale>(q, k, v, gy, stats),
-                      detail::attention_part<AttentionPart::GradV, M, Scale>(q, k, v, gy, stats)};
+    const auto stats = part<AttentionPart::Stats>(y, q, k, v, gy);
+    const auto grads = std::tuple{part<AttentionPart::GradQ>(y, q, k, v, gy, stats),
+                                  part<AttentionPart::GradK>(y, q, k, v, gy, stats),
+                                  part<AttentionPart::GradV>(y, q, k, v, gy, stats)};
+    if constexpr (HasLen) return std::tuple_cat(grads, std::tuple{autodiff::NoGrad{}});
+    else return grads;
   }
   template <class N, class... Ts>
   static constexpr auto jvp(const N&, const Ts&...) {
@@ -88,15 +102,16 @@ struct AttentionOp {
 };
 
 namespace detail {
-template <AttentionPart P, AttentionMask M, double Scale, Expression... Cs>
+template <AttentionPart P, AttentionMask M, double Scale, bool HasLen, Expression... Cs>
 constexpr auto attention_part(Cs... cs) {
-  using Op = AttentionOp<P, M, Scale>;
+  using Op = AttentionOp<P, M, Scale, HasLen>;
   return Node<Op, Cs...>(Op{}, cs...);
 }
 }  // namespace detail
 
-template <AttentionMask Mask = AttentionMask::None, double Scale = 0.0, Expression Q, Expression K, Expression V>
-constexpr auto attention(Q q, K k, V v) {
+namespace detail {
+template <double Scale, class Q, class K, class V>
+constexpr void check_attention_operands() {
   static_assert(Q::rank == 4 && K::rank == 4 && V::rank == 4,
                 "kiln::attention: q, k and v must be [batch, heads, sequence, head_dim] (permute a [batch, sequence, "
                 "heads, head_dim] projection with kiln::transpose<1, 2>)");
@@ -104,7 +119,26 @@ constexpr auto attention(Q q, K k, V v) {
                 "kiln::attention: q, k and v must have one element type");
   static_assert(is_float_element_v<typename Q::dtype>, "kiln::attention: q, k and v must be a float type");
   static_assert(Scale >= 0, "kiln::attention: the scale must be positive (0 means 1 / sqrt(head_dim))");
-  return detail::attention_part<AttentionPart::Out, Mask, Scale>(q, k, v);
+}
+}  // namespace detail
+
+template <AttentionMask Mask = AttentionMask::None, double Scale = 0.0, Expression Q, Expression K, Expression V>
+constexpr auto attention(Q q, K k, V v) {
+  detail::check_attention_operands<Scale, Q, K, V>();
+  return detail::attention_part<AttentionPart::Out, Mask, Scale, false>(q, k, v);
+}
+
+// With the valid length of a static cache, read when the program runs: batch b uses keys
+// [0, kv_len[b]) of k and v (kv_len a scalar for every batch, or [B]), and under the causal
+// mask its Sq queries are the last Sq of those positions. One compiled program serves every
+// length. A length above the cache's is a kiln::IndexError on the CPU and is clamped on CUDA.
+template <AttentionMask Mask = AttentionMask::None, double Scale = 0.0, Expression Q, Expression K, Expression V,
+          Expression L>
+constexpr auto attention(Q q, K k, V v, L kv_len) {
+  detail::check_attention_operands<Scale, Q, K, V>();
+  static_assert(is_index_element_v<typename L::dtype> && L::rank <= 1,
+                "kiln::attention: kv_len must be integers (kiln::i32 or kiln::i64): a scalar, or one length per batch");
+  return detail::attention_part<AttentionPart::Out, Mask, Scale, true>(q, k, v, kv_len);
 }
 
 }  // namespace kiln
