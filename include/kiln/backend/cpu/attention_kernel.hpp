@@ -22,6 +22,7 @@
 
 #include "kiln/backend/cpu/parallel.hpp"
 #include "kiln/core/errors.hpp"
+#include "kiln/core/math.hpp"
 #include "kiln/lower/args.hpp"
 
 namespace kiln::cpu {
@@ -101,32 +102,61 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
       for (index_t x = 0; x < dim; ++x) dst[x * kTile + r] = widen(src[x * st]);
     }
   }
-  // s[r * kTile + j] = sum_x rows[r * dim + x] panel[x * kTile + j], for r < nr, j < nc.
-  static void product(const C* rows, const C* panel, index_t nr, index_t nc, index_t dim, C* s) {
-    for (index_t r = 0; r < nr; ++r) {
-      C* __restrict out = s + r * kTile;
-      KILN_SIMD
-      for (index_t j = 0; j < nc; ++j) out[j] = C(0);
-      for (index_t x = 0; x < dim; ++x) {
-        const C v = rows[r * dim + x];
-        const C* __restrict p = panel + x * kTile;
+  // Register blocks of the two products: kRows rows of kTile (or kCols) accumulators, 16 vector
+  // registers in float (8 in double), so each panel load serves kRows rows.
+  static constexpr int kRows = sizeof(C) == 4 ? 4 : 2;
+  static constexpr index_t kCols = 64 / (sizeof(C) / 4);
+
+  // s[r * kTile + j] = sum_x rows[r * dim + x] panel[x * kTile + j] for r < nr, every j < kTile
+  // (columns from nc on are not read by the callers).
+  template <int RB>
+  static void product_rows(const C* rows, const C* panel, index_t r, index_t dim, C* s) {
+    C acc[RB][kTile] = {};
+    for (index_t x = 0; x < dim; ++x) {
+      const C* __restrict p = panel + x * kTile;
+      for (int i = 0; i < RB; ++i) {
+        const C v = rows[(r + i) * dim + x];
         KILN_SIMD
-        for (index_t j = 0; j < nc; ++j) out[j] += v * p[j];
+        for (index_t j = 0; j < kTile; ++j) acc[i][j] += v * p[j];
       }
+    }
+    for (int i = 0; i < RB; ++i)
+      for (index_t j = 0; j < kTile; ++j) s[(r + i) * kTile + j] = acc[i][j];
+  }
+  static void product(const C* rows, const C* panel, index_t nr, index_t, index_t dim, C* s) {
+    index_t r = 0;
+    for (; r + kRows <= nr; r += kRows) product_rows<kRows>(rows, panel, r, dim, s);
+    for (; r < nr; ++r) product_rows<1>(rows, panel, r, dim, s);
+  }
+  // acc[r * dim + x] += sum_j w[r * kTile + j] rows[j * dim + x], for r < nr, j < nc, x < dim.
+  template <int RB>
+  static void accumulate_rows(const C* w, const C* rows, index_t r, index_t nc, index_t dim, C* acc) {
+    for (index_t x0 = 0; x0 < dim; x0 += kCols) {
+      if (x0 + kCols > dim) {  // a ragged last block of columns
+        for (int i = 0; i < RB; ++i)
+          for (index_t j = 0; j < nc; ++j)
+            for (index_t x = x0; x < dim; ++x) acc[(r + i) * dim + x] += w[(r + i) * kTile + j] * rows[j * dim + x];
+        continue;
+      }
+      C o[RB][kCols];
+      for (int i = 0; i < RB; ++i)
+        for (index_t x = 0; x < kCols; ++x) o[i][x] = acc[(r + i) * dim + x0 + x];
+      for (index_t j = 0; j < nc; ++j) {
+        const C* __restrict src = rows + j * dim + x0;
+        for (int i = 0; i < RB; ++i) {
+          const C p = w[(r + i) * kTile + j];
+          KILN_SIMD
+          for (index_t x = 0; x < kCols; ++x) o[i][x] += p * src[x];
+        }
+      }
+      for (int i = 0; i < RB; ++i)
+        for (index_t x = 0; x < kCols; ++x) acc[(r + i) * dim + x0 + x] = o[i][x];
     }
   }
-  // acc[r * dim + :] += sum_j w[r * kTile + j] rows[j * dim + :], for r < nr, j < nc.
   static void accumulate(const C* w, const C* rows, index_t nr, index_t nc, index_t dim, C* acc) {
-    for (index_t r = 0; r < nr; ++r) {
-      C* __restrict out = acc + r * dim;
-      for (index_t j = 0; j < nc; ++j) {
-        const C p = w[r * kTile + j];
-        if (p == C(0)) continue;  // masked, or underflowed
-        const C* __restrict src = rows + j * dim;
-        KILN_SIMD
-        for (index_t x = 0; x < dim; ++x) out[x] += p * src[x];
-      }
-    }
+    index_t r = 0;
+    for (; r + kRows <= nr; r += kRows) accumulate_rows<kRows>(w, rows, r, nc, dim, acc);
+    for (; r < nr; ++r) accumulate_rows<1>(w, rows, r, nc, dim, acc);
   }
   static T* out_row(const Args& a, index_t b, index_t h, index_t i, index_t heads, index_t len, index_t dim) {
     return a.out + ((b * heads + h) * len + i) * dim;
@@ -170,11 +200,14 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
         }
         const C corr = w.m[r] == kNegInf ? C(0) : std::exp(w.m[r] - m_new);
         C sum = 0, dot = 0;
+        KILN_SIMD_REDUCE(+, sum)
         for (index_t j = 0; j < nj; ++j) {
-          s[j] = j < lim ? std::exp(s[j] - m_new) : C(0);
+          const C e = math::exp(j < lim ? s[j] - m_new : C(-1000));  // kiln's SIMD exp (0 below -87)
+          s[j] = j < lim ? e : C(0);
           sum += s[j];
-          if constexpr (kStats) dot += s[j] * w.s2[r * kTile + j];
         }
+        if constexpr (kStats)
+          for (index_t j = 0; j < nj; ++j) dot += s[j] * w.s2[r * kTile + j];
         w.l[r] = w.l[r] * corr + sum;
         w.u[r] = w.u[r] * corr + dot;
         w.m[r] = m_new;
@@ -204,18 +237,22 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
   static void probabilities(const Args& a, const Buffers& w, index_t b, index_t i0, index_t ni, index_t j0, index_t nj, bool transposed,
                             bool with_ds) {
     const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj;
-    for (index_t r = 0; r < nr; ++r)
+    for (index_t r = 0; r < nr; ++r) {
+      C* __restrict s = w.s + r * kTile;
+      C* __restrict d = w.s2 + r * kTile;
+      // Per row of the tile: the last visible column, and the statistics of a query row.
+      const index_t seen = transposed ? 0 : a.keys_seen(b, i0 + r, Causal) - j0;
+      const C lse_row = transposed ? C(0) : w.lse[r], delta_row = transposed ? C(0) : w.delta[r];
+      KILN_SIMD
       for (index_t c = 0; c < nc; ++c) {
-        const index_t qi = transposed ? c : r, kj = transposed ? r : c;
-        const C lse = w.lse[qi];
-        C& s = w.s[r * kTile + c];
-        const bool visible = j0 + kj < a.keys_seen(b, i0 + qi, Causal) && lse != kNegInf;
-        s = visible ? std::exp(s - lse) : C(0);
-        if (with_ds) {
-          C& d = w.s2[r * kTile + c];
-          d = s * (d - w.delta[qi]);
-        }
+        // transposed: key j0 + r against query i0 + c (visible when j0 + r < keys_seen(i0 + c))
+        const C lse = transposed ? w.lse[c] : lse_row;
+        const bool visible = (transposed ? j0 + r < a.keys_seen(b, i0 + c, Causal) : c < seen) && lse != kNegInf;
+        const C p = math::exp(visible ? s[c] - lse : C(-1000));
+        s[c] = visible ? p : C(0);
+        if (with_ds) d[c] = s[c] * (d[c] - (transposed ? w.delta[c] : delta_row));
       }
+    }
   }
   template <int S>
   static void load_stats(const Args& a, index_t b, index_t h, index_t i0, index_t n, C* lse, C* delta) {
