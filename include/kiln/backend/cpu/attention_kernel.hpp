@@ -192,7 +192,8 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
         C* s = w.s + r * kTile;
         const index_t lim = std::clamp<index_t>(a.keys_seen(b, i0 + r, Causal) - j0, 0, nj);
         C mx = kNegInf;
-        for (index_t j = 0; j < lim; ++j) mx = std::max(mx, s[j]);
+        KILN_SIMD_REDUCE(max, mx)
+        for (index_t j = 0; j < lim; ++j) mx = mx > s[j] ? mx : s[j];
         const C m_new = std::max(w.m[r], mx);
         if (m_new == kNegInf) {  // no key seen yet
           std::fill(s, s + nj, C(0));
