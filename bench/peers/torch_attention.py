@@ -19,35 +19,16 @@ Output: a line per case, and with --json a list of
 """
 import argparse
 import json
-import math
-import statistics
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from torch_workloads import time_calls  # the same timing as the other GPU peers
+
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 H, D = 12, 64
-
-
-def measure(call, k):
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(k):
-        call()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / k
-
-
-def time_calls(call, repeats=7, target_ms=20):
-    for _ in range(3):
-        call()
-    estimate = measure(call, 3)
-    k = int(min(1000, max(1, math.ceil(target_ms / max(estimate, 1e-6)))))
-    return statistics.median(measure(call, k) for _ in range(repeats))
 
 
 def randn(shape, grad=False):
@@ -85,7 +66,10 @@ def main():
             rec = {"workload": workload, "backend": name, "batch": batch, "len": length, "ms": None, "error": None}
             try:
                 with sdpa_kernel(backend):
-                    rec["ms"] = time_calls(case(workload, batch, length))
+                    call = case(workload, batch, length)
+                    for _ in range(3):  # warm-up
+                        call()
+                    rec["ms"], _ = time_calls(call, repeats=7, target_ms=20)
             except Exception as e:  # a backend that does not take the case
                 rec["error"] = " ".join(f"{type(e).__name__}: {e}".split())[:160]
             results.append(rec)

@@ -255,9 +255,9 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const lowe
 // (c + 1) kDecodeChunk) of key/value head hk and every query row that reads it (R = q_len x
 // the group's query heads, row r being query r % q_len of head hk group + r / q_len). Each key
 // row is read once, by a group of lanes in 16-byte pieces (or by one thread where rows are not
-// aligned), for all R scores (q rows in shared memory); a warp per
-// row takes its max and sum; then thread t accumulates element t % Dv (or a pair of elements)
-// of the weighted sum of v over the keys congruent to t / Dv, and shared memory adds those up. The partial (Dv sums, max,
+// aligned), for all R scores (q rows in shared memory); a warp per row takes its max and sum;
+// then thread t accumulates element t % Dv (or a pair of elements) of the weighted sum of v over
+// the keys congruent to t / Dv, and shared memory adds those up. The partial (Dv sums, max,
 // sum) goes to scratch, and attention_combine_kernel merges a row's chunks:
 //   out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c,   M = max_c m_c.
 template <class T, bool Causal, int NL, class I>
@@ -404,18 +404,26 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL, I>> {
   using C = compute_t<T>;
   static constexpr std::size_t kMaxShared = 200 * 1024;
 
+  // Whether loads [first, last] have unit stride along head_dim and rows that start 16-byte
+  // aligned (the pointer and every stride over batch, head and position), so a row can be read
+  // in 16-byte pieces.
+  static bool rows_aligned(const Args& a, int first, int last) {
+    for (int s = first; s <= last; ++s) {
+      if (a.inner[s] != 1 || reinterpret_cast<std::uintptr_t>(a.ptr[s]) % 16 != 0) return false;
+      for (int d = 0; d < 3; ++d)
+        if (a.outer[s][d] * static_cast<index_t>(sizeof(T)) % 16 != 0) return false;
+    }
+    return true;
+  }
+
   static void decode(const Args& a, cudaStream_t stream, void* scratch) {
     const index_t chunks = decode_chunks(a), R = a.q_len * (a.heads / a.kv_heads);
-    // 16-byte pieces of k's rows and pairs of v's: unit strides along head_dim, rows aligned.
-    bool vec = a.head_dim * sizeof(T) % 16 == 0 && a.v_dim % 2 == 0;
-    for (int s = 1; s < 3; ++s) {
-      vec = vec && a.inner[s] == 1 && reinterpret_cast<std::uintptr_t>(a.ptr[s]) % 16 == 0;
-      for (int d = 0; d < 3; ++d) vec = vec && (a.outer[s][d] * static_cast<index_t>(sizeof(T))) % 16 == 0;
-    }
+    // 16-byte pieces of k's rows and pairs of v's.
+    const bool vec = a.head_dim * sizeof(T) % 16 == 0 && a.v_dim % 2 == 0 && rows_aligned(a, Desc::k_slot, Desc::v_slot);
     const index_t lanes = kAttentionThreads / (vec ? a.v_dim / 2 : a.v_dim);
     const std::size_t smem = static_cast<std::size_t>(R * a.head_dim + R * kDecodeChunk + lanes * R * a.v_dim + 2 * R) * sizeof(C);
     constexpr auto kernel = &attention_decode_kernel<T, Causal, NL, I>;
-    KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    allow_dynamic_smem<kernel>(smem);
     auto* partial = static_cast<C*>(scratch);
     launch_after_previous<kernel>(dim3(static_cast<unsigned>(a.batch * a.kv_heads * chunks)), dim3(kAttentionThreads), smem,
                                   stream, a, partial, vec);
@@ -429,17 +437,12 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL, I>> {
   // v, each operand's rows 16-byte aligned with unit stride along head_dim, and sm_80 code.
   template <int D>
   static bool tensor_cores(const Args& a, cudaStream_t stream) {
-    if (a.head_dim != D || a.v_dim != D) return false;
-    for (int s = 0; s < 3; ++s) {
-      if (a.inner[s] != 1 || reinterpret_cast<std::uintptr_t>(a.ptr[s]) % 16 != 0) return false;
-      for (int d = 0; d < 3; ++d)
-        if (a.outer[s][d] % 8 != 0) return false;
-    }
+    if (a.head_dim != D || a.v_dim != D || !rows_aligned(a, Desc::q_slot, Desc::v_slot)) return false;
     constexpr auto kernel = &attention_tc_kernel<T, D, Causal, NL, I>;
     static const bool runs = code_arch(kernel) >= 80;
     if (!runs) return false;
     constexpr std::size_t smem = attention_tc_smem<D>;
-    KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    allow_dynamic_smem<kernel>(smem);
     const index_t blocks = a.batch * a.heads * ((a.q_len + kAttnTcRows - 1) / kAttnTcRows);
     launch_after_previous<kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kAttnTcThreads), smem, stream, a);
     KILN_CUDA_CHECK(cudaGetLastError());
@@ -463,7 +466,7 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL, I>> {
       throw ShapeError("attention: head_dim " + std::to_string(a.head_dim) + " (value head_dim " + std::to_string(a.v_dim) +
                        ") needs more shared memory than a CUDA block has; head_dim up to 256 is supported on CUDA");
     constexpr auto kernel = &attention_kernel<T, Part, Causal, NL, I>;
-    KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    allow_dynamic_smem<kernel>(smem);
     const index_t tiles = per_key ? (a.kv_len + tile - 1) / tile : (a.q_len + tile - 1) / tile;
     const index_t blocks = a.batch * (per_key ? a.kv_heads : a.heads) * tiles;
     launch_after_previous<kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kAttentionThreads), smem, stream, a, tile);

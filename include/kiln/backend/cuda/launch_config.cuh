@@ -65,6 +65,18 @@ struct KernelLaunch {
   KernelLaunch& operator=(const KernelLaunch&) = delete;
 };
 
+// A kernel launched with more than 48 KiB of dynamic shared memory must opt in, per device, to
+// at least the size it launches with: asked again only when a launch needs more than before
+// (attention's kernels size theirs from the shapes).
+template <auto Kernel>
+void allow_dynamic_smem(std::size_t bytes) {
+  thread_local std::unordered_map<int, std::size_t> opted;
+  std::size_t& done = opted[current_device()];
+  if (bytes <= done) return;
+  KILN_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  done = bytes;
+}
+
 template <auto Kernel, class... Args>
 void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, const Args&... args) {
   // Only a device with it (Hopper on), and code that waits (compiled for sm_90 on; asked once

@@ -318,15 +318,4 @@ CUtensorMap tensor_map(const S* ptr, index_t rows, index_t cols, index_t stride,
   return map;
 }
 
-// A kernel launched with more than 48 KiB of dynamic shared memory must opt in, once per device.
-template <auto Kernel>
-void allow_dynamic_smem(std::size_t bytes) {
-  thread_local std::unordered_map<int, bool> opted;
-  const int device = current_device();
-  if (!opted[device]) {
-    KILN_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    opted[device] = true;
-  }
-}
-
 }  // namespace kiln::cuda
