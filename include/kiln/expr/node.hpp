@@ -42,8 +42,21 @@ inline constexpr int kMaxOperands = 6;
 
 enum class SymbolKind : std::uint8_t { Input, Param };
 enum class ReduceKind : std::uint8_t { Sum, Mean, Max, Min };
-// The ops of the AxisCopy kind (expr/ops/axis_copy.hpp).
-enum class AxisCopyForm : std::uint8_t { Concat, Slice, Extract, Insert, SwapHalves, Chunk, ChunkInsert };
+// The ops of the AxisCopy kind (expr/ops/axis_copy.hpp). The *At forms place their window at a
+// position read where the kernel runs (an integer operand), not at one fixed when planning.
+enum class AxisCopyForm : std::uint8_t {
+  Concat,
+  Slice,
+  Extract,
+  Insert,
+  SwapHalves,
+  Chunk,
+  ChunkInsert,
+  WriteAt,    // write_slice: x with a window replaced by src
+  ExtractAt,  // extract at a run-time position
+  InsertAt,   // insert at a run-time position
+  ZeroAt      // x with a window set to 0 (write_slice's derivative for x)
+};
 // Attention (expr/ops/attention.hpp): its mask, and its parts, each a kernel of the attention
 // kind (the kernels' Part argument is the part's number).
 enum class AttentionMask : std::uint8_t { None, Causal };

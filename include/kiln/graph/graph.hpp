@@ -225,8 +225,10 @@ struct NodeInfo {
   // q k^T (0: 1/sqrt(head_dim), taken from the shapes).
   std::uint8_t attention_part = 0;
   bool causal = false;
-  bool attention_len = false;  // a last operand holds kv_len
   double scale = 0;
+  // The last operand is an integer the kernel reads through its own pointer, not a load:
+  // attention's kv_len, the position of a window (write_slice).
+  bool index_last = false;
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
 
@@ -254,8 +256,8 @@ constexpr NodeInfo describe() {
       n.attention_part = static_cast<std::uint8_t>(Op::attention_part);
       n.causal = Op::causal;
       n.scale = Op::scale;
-      n.attention_len = Op::has_len;
     }
+    if constexpr (requires { Op::index_last; }) n.index_last = Op::index_last;
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;
       n.keep = Op::keep;

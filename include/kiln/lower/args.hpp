@@ -112,24 +112,60 @@ struct ReduceToArgs : RowArgs<T, NL, NC, 0> {
   index_t out_numel = 0;
 };
 
-// AxisCopy (AxisCopyKernel): the output's rows and loads as in RowArgs, load s being source s
-// read through its own strides (outer[s][d] along row dim d, inner[s] along the last axis), and
-// its segment: positions [src_begin, src_begin + len) of source s along `axis` go to
-// [dst_begin, dst_begin + len) of the output; positions no segment covers are 0.
-template <class T, int NS>
-struct AxisCopyArgs : RowArgs<T, NS, 0, 0> {
-  int axis = 0;  // a row dim, or nrow_dims for the last axis
-  index_t src_begin[NS > 0 ? NS : 1] = {}, dst_begin[NS > 0 ? NS : 1] = {}, seg_len[NS > 0 ? NS : 1] = {};
+// AxisCopy (AxisCopyKernel): the output's rows as in RowArgs, load s being source s read
+// through its own strides (outer[s][d] along row dim d, inner[s] along the last axis). Segment k
+// copies positions [src_begin, src_begin + len) of load seg_load[k] along `axis` to [dst_begin,
+// dst_begin + len) of the output; the segments are in output order and do not overlap; positions
+// no segment covers are 0.
+// A run-time position (I, the *At forms: write_slice and its derivatives): each of a segment's
+// three numbers also moves by p times its shift (-1, 0 or 1), p being the integer at ids, read
+// where the kernel runs and clamped to [0, max_position] (the CPU checks it before the call).
+// window_only (a write_slice assigned to its own x, in place): the output is x's tensor, of which
+// only the window is written. The iteration space is then src's (rows x len), read through load
+// 1, and element (row index idx, j) goes to out[sum_d idx[d] out_outer[d] + j out_inner +
+// p out_axis_stride].
+inline constexpr int kMaxSegments = 3;
 
-  // The segment covering output position p along the axis, or -1.
-  KILN_HOST_DEVICE KILN_INLINE int segment_of(index_t p) const {
-    for (int s = 0; s < NS; ++s)
-      if (p >= dst_begin[s] && p < dst_begin[s] + seg_len[s]) return s;
-    return -1;
+template <class I>
+struct AxisCopyPosition {
+  const I* ids = nullptr;
+  index_t max_position = 0;
+  KILN_HOST_DEVICE KILN_INLINE index_t position() const {
+    const auto p = static_cast<index_t>(*ids);
+    return p < 0 ? 0 : (p > max_position ? max_position : p);
   }
-  // Source s's stride along the axis.
-  KILN_HOST_DEVICE KILN_INLINE index_t axis_stride(int s) const {
-    return axis < this->nrow_dims ? this->outer[s][axis] : this->inner[s];
+};
+template <>
+struct AxisCopyPosition<void> {
+  KILN_HOST_DEVICE KILN_INLINE static constexpr index_t position() { return 0; }
+};
+
+template <class T, int NS, class I = void>
+struct AxisCopyArgs : RowArgs<T, NS, 0, 0>, AxisCopyPosition<I> {
+  int axis = 0;  // a row dim, or nrow_dims for the last axis
+  int nsegments = 0;
+  int seg_load[kMaxSegments] = {};
+  index_t src_begin[kMaxSegments] = {}, dst_begin[kMaxSegments] = {}, seg_len[kMaxSegments] = {};
+  signed char src_shift[kMaxSegments] = {}, dst_shift[kMaxSegments] = {}, len_shift[kMaxSegments] = {};
+  bool window_only = false;
+  index_t out_outer[kMaxRank] = {}, out_inner = 1, out_axis_stride = 0;
+  const char* op = "";  // the op's name, for the host's errors
+
+  struct Segment {
+    int load;
+    index_t src_begin, dst_begin, len;
+  };
+  // Segment k at position p.
+  KILN_HOST_DEVICE KILN_INLINE Segment segment(int k, index_t p) const {
+    return {seg_load[k], src_begin[k] + src_shift[k] * p, dst_begin[k] + dst_shift[k] * p, seg_len[k] + len_shift[k] * p};
+  }
+  // The segment covering output position q along the axis at position p, or -1.
+  KILN_HOST_DEVICE KILN_INLINE int segment_of(index_t q, index_t p) const {
+    for (int k = 0; k < nsegments; ++k) {
+      const Segment s = segment(k, p);
+      if (q >= s.dst_begin && q < s.dst_begin + s.len) return k;
+    }
+    return -1;
   }
 };
 
@@ -260,9 +296,9 @@ template <class T, class E, int A, int NL, int NC>
 struct kernel_args<GemmKernel<T, E, A, NL, NC>> {
   using type = GemmArgs<T, NL, NC>;
 };
-template <class T, int NS>
-struct kernel_args<AxisCopyKernel<T, NS>> {
-  using type = AxisCopyArgs<T, NS>;
+template <class T, int NS, class I>
+struct kernel_args<AxisCopyKernel<T, NS, I>> {
+  using type = AxisCopyArgs<T, NS, I>;
 };
 template <class T, class I, bool S>
 struct kernel_args<IndexRowsKernel<T, I, S>> {

@@ -217,11 +217,22 @@ struct ReduceKernel {
   static constexpr int nloads = NLoads, nconsts = NConsts, nstages = 0;
 };
 
+// An integer operand's type, for the kinds that read one through their own pointer (the
+// executors bind it where the descriptor names an index_type); I = void: none.
+template <class I>
+struct IndexOperand {
+  using index_type = I;
+};
+template <>
+struct IndexOperand<void> {};
+
 // AxisCopy: ranges along one axis of NSources sources copied into the output (the segments of
-// lower/args.hpp's AxisCopyArgs; expr/ops/axis_copy.hpp's ops); no evaluator tree.
-template <class T, int NSources>
-struct AxisCopyKernel {
+// lower/args.hpp's AxisCopyArgs; expr/ops/axis_copy.hpp's ops); no evaluator tree. I: the type
+// of the run-time position the segments move with (write_slice), void where they are fixed.
+template <class T, int NSources, class I = void>
+struct AxisCopyKernel : IndexOperand<I> {
   using value_type = T;
+  using position_type = I;
   static constexpr int nloads = NSources, nconsts = 0, nstages = 0;
 };
 
@@ -239,14 +250,8 @@ struct IndexRowsKernel {
 // AttentionPart's number), the causal mask or none, and kv_len's type I (void: none). Its loads
 // are the node's float operands read for their values, in order; the slots below say which is
 // which (-1: not read by this part).
-template <class I>
-struct AttentionLengthType {  // kv_len's integer type, read as index rows' ids are
-  using index_type = I;
-};
-template <>
-struct AttentionLengthType<void> {};
 template <class T, int Part, bool Causal, int NLoads, class I = void>
-struct AttentionKernel : AttentionLengthType<I> {
+struct AttentionKernel : IndexOperand<I> {  // kv_len's integer type, read as index rows' ids are
   using value_type = T;
   using length_type = I;  // void: every key of k and v is valid
   static constexpr int part = Part, nloads = NLoads, nconsts = 0, nstages = 0;

@@ -42,7 +42,7 @@ struct KernelInfo {
   int nconsts = 0;
   int const_node[Cap] = {};
   int acc_slot = -1;  // Gemm: the load slot of the matmul's result
-  int index_node = -1;  // IndexRows: the ids (read through the kernel's own pointer, not a load slot)
+  int index_node = -1;  // an integer operand read through the kernel's own pointer, not a load slot (ids, kv_len, a position)
   bool cached[kMaxStages] = {};  // Row: the stage keeps its input's values for the row
 
   constexpr int cached_stage_of(int n) const {
@@ -133,11 +133,12 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
     }
   } else if (G.kind == KernelKind::AxisCopy || G.kind == KernelKind::Attention) {
     // The output's space; a load per source (the operands read for their values), in order.
-    // Attention's kv_len is read through the kernel's own pointer, as index rows' ids are.
+    // An integer last operand (attention's kv_len, a window's position) is read through the
+    // kernel's own pointer, as index rows' ids are.
     k.space_node[0] = G.root;
     const auto& n = g.nodes[G.root];
-    const int nloaded = n.attention_len ? n.nchildren - 1 : n.nchildren;
-    if (n.attention_len) k.index_node = n.children[nloaded];
+    const int nloaded = n.index_last ? n.nchildren - 1 : n.nchildren;
+    if (n.index_last) k.index_node = n.children[nloaded];
     for (int c = 0; c < nloaded; ++c)
       if (n.reads_value_of(c)) {
         k.load_node[k.nloads] = n.children[c];
@@ -257,10 +258,19 @@ struct Program {
     using T = typename graph_type::template node<ki.group.root>::dtype;
     using type = GemmKernel<T, typename lower_tree<G, ki.group.root, 0>::type, ki.acc_slot, ki.nloads, ki.nconsts>;
   };
+  // The type of kernel G's index operand (index_node), or void where it has none.
+  template <int I>
+  static auto index_type_of() {
+    if constexpr (I < 0) return std::type_identity<void>{};
+    else return std::type_identity<typename graph_type::template node<I>::dtype>{};
+  }
+  template <int G>
+  using index_type_t = typename decltype(index_type_of<kernel_info<G>.index_node>())::type;
+
   template <int G>
   struct lower_kernel<G, KernelKind::AxisCopy> {
     static constexpr auto& ki = kernel_info<G>;
-    using type = AxisCopyKernel<typename graph_type::template node<ki.group.root>::dtype, ki.nloads>;
+    using type = AxisCopyKernel<typename graph_type::template node<ki.group.root>::dtype, ki.nloads, index_type_t<G>>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::IndexRows> {
@@ -273,13 +283,8 @@ struct Program {
     static constexpr auto& ki = kernel_info<G>;
     static constexpr auto& n = graph_type::info.nodes[ki.group.root];
     // T is q's type (the statistics the Stats part writes are its compute type); I kv_len's.
-    template <int I>
-    static auto index_type() {
-      if constexpr (I < 0) return std::type_identity<void>{};
-      else return std::type_identity<typename graph_type::template node<I>::dtype>{};
-    }
     using type = AttentionKernel<typename graph_type::template node<n.children[0]>::dtype, n.attention_part, n.causal, ki.nloads,
-                                 typename decltype(index_type<ki.index_node>())::type>;
+                                 index_type_t<G>>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::ReduceTo> {

@@ -11,9 +11,9 @@
 //   6. lifetimes of the arena buffers, and their offsets (runtime/memory.hpp).
 #pragma once
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
+#include "kiln/runtime/kind_args.hpp"
 #include "kiln/runtime/plan.hpp"
 
 namespace kiln::runtime {
@@ -210,9 +210,9 @@ struct Planner {
 
   // kiln::assign without a copy: the value is written straight into the target's tensor when
   // its kernel is a pointwise one that reads the target's old value (if at all) only at the
-  // element it writes, and no later kernel reads that old value. Then the arena buffer the value
-  // had is not needed. (The compiled object makes sure no other symbol is bound to the target's
-  // tensor.)
+  // element it writes, or a write_slice of the target itself (which then writes the window
+  // only), and no later kernel reads that old value. Then the arena buffer the value had is not
+  // needed. (The compiled object makes sure no other symbol is bound to the target's tensor.)
   static void assign_in_place(Plan& st, GroupBuffers<F>& group_out, std::vector<ArenaRequest>& arena,
                               std::vector<bool>& keep_to_end) {
     for (int k = 0; k < NOut; ++k) {
@@ -229,7 +229,12 @@ struct Planner {
       for (int j = 0; j < NOut; ++j)
         ok = ok && (j == k || F::kAssignTarget[j] != s) && (j == k || graph().outputs[j] != node);
       const auto& grp = plan().groups[own];
-      ok = ok && grp.kind == schedule::KernelKind::Row && grp.nstages == 0 && !grp.copy && grp.root == node;
+      const auto& n = graph().nodes[node];
+      const bool window = grp.kind == schedule::KernelKind::AxisCopy && grp.root == node &&
+                          n.copy_form == static_cast<std::uint8_t>(AxisCopyForm::WriteAt) &&
+                          graph().nodes[n.children[0]].kind == NodeKind::Symbol && st.faces[n.children[0]].buffer == s &&
+                          st.faces[n.children[1]].buffer != s;
+      ok = ok && (window || (grp.kind == schedule::KernelKind::Row && grp.nstages == 0 && !grp.copy && grp.root == node));
       lower::for_each_index<nkernels>([&](auto gi) {
         constexpr int G = decltype(gi)::value;
         constexpr auto& ki = program::template kernel_info<G>;
@@ -253,6 +258,8 @@ struct Planner {
         const std::array<int*, 3> operands{&pr.a_buffer, &pr.b_buffer, &pr.acc_buffer};
         for (int* x : operands) *x = *x == b ? s : *x;
         if (G == g) pr.writes_input = true;
+        if constexpr (program::template kernel_info<G>.group.kind == schedule::KernelKind::AxisCopy)
+          if (G == g && window) make_window_only<typename Plan::template desc<G>>(st, G, program::template kernel_info<G>, st.faces[n.children[0]], pr);
       });
       for (auto& f : st.faces) f.buffer = f.buffer == b ? s : f.buffer;
       for (auto& f : st.view_faces) f.buffer = f.buffer == b ? s : f.buffer;
@@ -347,21 +354,7 @@ struct Planner {
     } else if constexpr (kind == schedule::KernelKind::TotalReduce) {
       collapse(ra, true);
     } else if constexpr (kind == schedule::KernelKind::AxisCopy) {
-      // Each source through its own strides (it has the output's shape but along the axis); its
-      // segment from the node's layout. Dims are not collapsed: the axis stays addressable.
-      const auto& node = graph().nodes[ki.group.root];
-      const AxisCopyLayout layout = axis_copy_layout(node, st.shapes, params[ki.group.root]);
-      auto& a = pr.args;
-      a.axis = ro > 0 ? node.axis : 0;
-      for (int s = 0; s < Desc::nloads; ++s) {
-        const Face& f = st.faces[ki.load_node[s]];
-        pr.load_buffer[s] = f.buffer;
-        for (int d = 0; d + 1 < ro; ++d) a.outer[s][d] = f.strides[d];
-        a.inner[s] = f.strides[ro - 1];
-        a.src_begin[s] = layout.segments[s].src_begin;
-        a.dst_begin[s] = layout.segments[s].dst_begin;
-        a.seg_len[s] = layout.segments[s].len;
-      }
+      fill_axis_copy<Desc>(st, graph().nodes[ki.group.root], params[ki.group.root], ki, pr);
     } else if constexpr (kind == schedule::KernelKind::IndexRows) {
       // The ids are contiguous over the row space, so merging its dims keeps ids[r] the id of
       // row r. A gather reads its table row by the id (no stride over the rows); a scatter
@@ -380,39 +373,7 @@ struct Planner {
       }
       collapse(ra, false);
     } else if constexpr (kind == schedule::KernelKind::Attention) {
-      // Each operand through its own strides over (batch, head, position) and along its last
-      // axis, 0 where it broadcasts (the cotangent of a loss's sum); dims are not collapsed.
-      const auto& node = graph().nodes[ki.group.root];
-      const Shape &q = st.shapes[node.children[0]], &k = st.shapes[node.children[1]], &v = st.shapes[node.children[2]];
-      auto& a = pr.args;
-      for (int s = 0; s < Desc::nloads; ++s) {
-        const Shape& sh = st.shapes[ki.load_node[s]];
-        const Face& f = st.faces[ki.load_node[s]];
-        pr.load_buffer[s] = f.buffer;
-        for (int d = 0; d < 3; ++d) a.outer[s][d] = sh[d] == 1 ? 0 : f.strides[d];
-        a.inner[s] = sh[3] == 1 ? 0 : f.strides[3];
-      }
-      a.batch = static_cast<index_t>(q[0]);
-      a.heads = static_cast<index_t>(q[1]);
-      a.kv_heads = static_cast<index_t>(k[1]);
-      a.q_len = static_cast<index_t>(q[2]);
-      a.kv_len = static_cast<index_t>(k[2]);
-      a.head_dim = static_cast<index_t>(q[3]);
-      a.v_dim = static_cast<index_t>(v[3]);
-      a.scale = static_cast<compute_t<T>>(node.scale > 0 ? node.scale : 1.0 / std::sqrt(static_cast<double>(std::max<index_t>(a.head_dim, 1))));
-      if constexpr (!std::is_void_v<typename Desc::length_type>) {  // kv_len: a scalar, or one per batch
-        const Shape& ls = st.shapes[ki.index_node];
-        pr.index_buffer = st.faces[ki.index_node].buffer;
-        a.ids_stride = ls.rank() == 1 && ls[0] != 1 ? st.faces[ki.index_node].strides[0] : 0;
-      }
-      // explain()'s count: 2 per multiply-add of each product over the (query, key) pairs the
-      // mask keeps (q k^T and p v forward; the backward's recomputed q k^T, g v^T and its own).
-      double pairs = 0;
-      for (index_t i = 0; i < a.q_len; ++i) pairs += static_cast<double>(a.keys_seen_full(i, Desc::causal));
-      const double d = static_cast<double>(a.head_dim), dv = static_cast<double>(a.v_dim);
-      constexpr bool three_products = Desc::part_kind == AttentionPart::GradQ || Desc::part_kind == AttentionPart::GradK;
-      const double per_pair = three_products ? 2 * d + dv : d + dv;
-      st.ops[G] = 2 * per_pair * pairs * static_cast<double>(a.batch * a.heads);
+      st.ops[G] = fill_attention<Desc>(st, graph().nodes[ki.group.root], ki, pr);
     } else if constexpr (kind == schedule::KernelKind::ReduceTo) {
       // Where each input element lands in the output: the output's strides, 0 where summed.
       const Shape& out = st.shapes[ki.group.root];
@@ -472,10 +433,10 @@ struct Planner {
     } else if constexpr (kind == schedule::KernelKind::AxisCopy) {
       st.ops[G] = 0;  // a copy: the segments' elements are read, the whole output written
       reads = 0;
-      for (int s = 0; s < Desc::nloads; ++s)
-        reads += static_cast<double>(pr.args.seg_len[s]) * elements / static_cast<double>(std::max<std::size_t>(
-                                                                            st.shapes[ki.group.root][pr.args.axis], 1)) *
-                 elem;
+      // (at position 0 for the forms whose segments move: their total length does not change)
+      for (int k = 0; k < pr.args.nsegments; ++k)
+        reads += static_cast<double>(pr.args.seg_len[k]) * elements /
+                 static_cast<double>(std::max<std::size_t>(st.shapes[ki.group.root][pr.args.axis], 1)) * elem;
     } else if constexpr (kind == schedule::KernelKind::Attention) {
       // counted above
     } else if constexpr (kind == schedule::KernelKind::IndexRows) {

@@ -111,15 +111,19 @@ inline Shape reshape_shape(const NodeParams& p, const Shape& in, int first, int 
 }
 
 // An axis copy (expr/ops/axis_copy.hpp) of sources along n.axis: the ranges it copies. Segment
-// k copies positions [src_begin, src_begin + len) of source k to [dst_begin, dst_begin + len)
-// of the output; every other axis is copied whole.
+// k copies positions [src_begin, src_begin + len) of operand `load` to [dst_begin, dst_begin +
+// len) of the output; every other axis is copied whole. The *At forms' segments move with the
+// run-time position p: each number plus p times its shift, p in [0, max_position].
 struct AxisSegment {
   index_t src_begin = 0, dst_begin = 0, len = 0;
+  int load = 0;
+  signed char src_shift = 0, dst_shift = 0, len_shift = 0;
 };
 struct AxisCopyLayout {
   Shape out;
   int nsegments = 0;
-  AxisSegment segments[2];
+  AxisSegment segments[3];
+  index_t max_position = 0;
 };
 inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
   const auto child = [&](int k) -> const Shape& { return shapes[n.children[k]]; };
@@ -141,7 +145,7 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
       l.out[a] = child(0)[a] + child(1)[a];
       l.nsegments = 2;
       l.segments[0] = {0, 0, extent(0)};
-      l.segments[1] = {0, extent(0), extent(1)};
+      l.segments[1] = {0, extent(0), extent(1), 1};
       return l;
     }
     case AxisCopyForm::Slice: {
@@ -178,7 +182,7 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
       l.out = child(0);
       l.nsegments = 2;
       l.segments[0] = {half, 0, half};
-      l.segments[1] = {0, half, half};
+      l.segments[1] = {0, half, half, 1};
       return l;
     }
     case AxisCopyForm::Extract:
@@ -199,6 +203,47 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
       l.out = child(like);
       l.nsegments = 1;
       l.segments[0] = extract ? AxisSegment{off, 0, len} : AxisSegment{0, off, len};
+      return l;
+    }
+    case AxisCopyForm::WriteAt:
+    case AxisCopyForm::ExtractAt:
+    case AxisCopyForm::InsertAt:
+    case AxisCopyForm::ZeroAt: {
+      // Operands (x, window or like, position): a window of n positions at p in an axis of L.
+      const auto form = static_cast<AxisCopyForm>(n.copy_form);
+      const bool x_is_window = form == AxisCopyForm::InsertAt;
+      same_but_axis(n.name, child(0), child(1));
+      const index_t win = x_is_window ? extent(0) : extent(1), whole = x_is_window ? extent(1) : extent(0);
+      if (win > whole)
+        throw ShapeError(std::string(n.name) + " along axis " + std::to_string(a) + ": a window of " + std::to_string(win) +
+                         " positions does not fit in " + child(x_is_window ? 1 : 0).str());
+      if (child(2).numel() != 1)
+        throw ShapeError(std::string(n.name) + ": the position must be one integer, not " + child(2).str());
+      l.max_position = whole - win;
+      l.out = form == AxisCopyForm::ExtractAt || form == AxisCopyForm::InsertAt ? child(1) : child(0);
+      const AxisSegment before{0, 0, 0, 0, 0, 0, 1};                    // x[0, p)
+      const AxisSegment after{win, win, whole - win, 0, 1, 1, -1};        // x[p + n, L)
+      switch (form) {
+        case AxisCopyForm::WriteAt:
+          l.nsegments = 3;
+          l.segments[0] = before;
+          l.segments[1] = {0, 0, win, 1, 0, 1, 0};  // src at p
+          l.segments[2] = after;
+          break;
+        case AxisCopyForm::ZeroAt:
+          l.nsegments = 2;
+          l.segments[0] = before;
+          l.segments[1] = after;
+          break;
+        case AxisCopyForm::ExtractAt:
+          l.nsegments = 1;
+          l.segments[0] = {0, 0, win, 0, 1, 0, 0};  // x[p, p + n) to [0, n)
+          break;
+        default:  // InsertAt
+          l.nsegments = 1;
+          l.segments[0] = {0, 0, win, 0, 0, 1, 0};  // x to [p, p + n)
+          break;
+      }
       return l;
     }
   }
@@ -237,7 +282,7 @@ inline Shape attention_shape(const graph::NodeInfo& n, const std::vector<Shape>&
   if (q[3] != k[3]) fail("q and k must have one head_dim");
   if (k[1] == 0 || q[1] == 0 || q[1] % k[1] != 0)
     fail("q's heads must be a positive multiple of k's and v's (grouped-query attention)");
-  if (n.attention_len) {
+  if (n.index_last) {
     const Shape& len = child(n.nchildren - 1);
     if (len.rank() > 1 || (len.rank() == 1 && len[0] != q[0]))
       fail("kv_len " + len.str() + " must be a scalar or one length per batch [" + std::to_string(q[0]) + "]");

@@ -35,9 +35,9 @@ template <class T, class Tr, int NL, int NC>
 struct kernel_of<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = ReduceToKernelCpu<lower::ReduceToKernel<T, Tr, NL, NC>>;
 };
-template <class T, int NS>
-struct kernel_of<lower::AxisCopyKernel<T, NS>> {
-  using type = AxisCopyKernelCpu<lower::AxisCopyKernel<T, NS>>;
+template <class T, int NS, class I>
+struct kernel_of<lower::AxisCopyKernel<T, NS, I>> {
+  using type = AxisCopyKernelCpu<lower::AxisCopyKernel<T, NS, I>>;
 };
 template <class T, class I, bool S>
 struct kernel_of<lower::IndexRowsKernel<T, I, S>> {

@@ -26,9 +26,9 @@ template <class T, class Tr, int NL, int NC>
 struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
   using type = ReduceToKernelCuda<lower::ReduceToKernel<T, Tr, NL, NC>>;
 };
-template <class T, int NS>
-struct kernel_impl<lower::AxisCopyKernel<T, NS>> {
-  using type = AxisCopyCuda<lower::AxisCopyKernel<T, NS>>;
+template <class T, int NS, class I>
+struct kernel_impl<lower::AxisCopyKernel<T, NS, I>> {
+  using type = AxisCopyCuda<lower::AxisCopyKernel<T, NS, I>>;
 };
 template <class T, class I, bool S>
 struct kernel_impl<lower::IndexRowsKernel<T, I, S>> {

@@ -49,7 +49,7 @@ template <AttentionPart P, AttentionMask M, double Scale, bool HasLen = false>
 struct AttentionOp {
   static constexpr NodeKind kind = NodeKind::Attention;
   static constexpr bool composite = false;
-  static constexpr bool has_len = HasLen;
+  static constexpr bool index_last = HasLen;
   static constexpr bool takes_indices = HasLen;
   static constexpr AttentionPart attention_part = P;
   static constexpr bool causal = M == AttentionMask::Causal;

@@ -16,6 +16,18 @@
 // insert<A>(x, off, like) take a run-time offset instead: they are the derivatives of the others
 // (concat's gradient for b is extract<A, 0>(g, a, b); slice's is insert<A, Begin>(g, x)), and
 // each other's adjoints.
+//
+// Windows at a position computed or bound at run time (pos: a rank-0 kiln::i32 or kiln::i64
+// expression, read where the kernel runs, so one plan and one CUDA graph serve every position):
+//   write_slice<A>(x, pos, src)        x with positions [pos, pos + n) along A replaced by src
+//                                      (n: src's extent along A; its other extents are x's)
+//   extract<A>(x, pos, like)           like's extent of x along A from pos
+//   insert<A>(x, pos, like)            like's shape, x placed at pos, 0 elsewhere
+//   zero_window<A>(x, pos, window)     x with window's extent along A from pos set to 0
+// A position that puts the window past the axis is an IndexError on the CPU (checked before
+// the call's first kernel) and is clamped to the axis on CUDA. A static KV cache is written with
+// kiln::assign(cache, write_slice<2>(cache, pos, k_new)): the assignment is done in place,
+// writing only the window, when no later kernel reads the old cache (explain() says so).
 #pragma once
 #include <array>
 #include <tuple>
@@ -61,6 +73,14 @@ template <int Axis, Expression X, Expression L>
 constexpr auto insert(X x, long offset, L like);
 template <int Axis, Expression X>
 constexpr auto swap_halves(X x);
+template <int Axis, Expression X, Expression P, Expression S>
+constexpr auto write_slice(X x, P pos, S src);
+template <int Axis, Expression X, Expression P, Expression L>
+constexpr auto extract(X x, P pos, L like);
+template <int Axis, Expression X, Expression P, Expression L>
+constexpr auto insert(X x, P pos, L like);
+template <int Axis, Expression X, Expression P, Expression W>
+constexpr auto zero_window(X x, P pos, W window);
 template <int Axis, int K, int N, Expression X>
 constexpr auto chunk_part(X x);
 template <int Axis, int K, int N, Expression X, Expression L>
@@ -199,6 +219,49 @@ struct ChunkInsert : detail::AxisCopyOp<Axis, AxisCopyForm::ChunkInsert, K, N> {
   }
 };
 
+// The windows at a run-time position: operands (x, src or like or window, pos). Each is
+// linear in x (and src), and the derivatives are the others over the same position.
+template <int Axis, AxisCopyForm Form>
+struct WindowAtPosition : detail::AxisCopyOp<Axis, Form> {
+  static constexpr const char* name = Form == AxisCopyForm::WriteAt     ? "write_slice"
+                                      : Form == AxisCopyForm::ExtractAt ? "extract"
+                                      : Form == AxisCopyForm::InsertAt  ? "insert"
+                                                                        : "zero_window";
+  static constexpr bool takes_indices = true, index_last = true;
+  static constexpr unsigned shape_only = Form == AxisCopyForm::WriteAt ? 0u : 2u;  // like, window: shapes only
+  template <class T, class...>
+  using dtype = T;
+  template <class N, class G>
+  static constexpr auto vjp(const N& y, const G& g) {
+    const auto& [x, other, pos] = y.children;
+    using autodiff::NoGrad;
+    if constexpr (Form == AxisCopyForm::WriteAt)
+      return std::tuple{zero_window<Axis>(g, pos, other), extract<Axis>(g, pos, other), NoGrad{}};
+    else if constexpr (Form == AxisCopyForm::ExtractAt) return std::tuple{insert<Axis>(g, pos, x), NoGrad{}, NoGrad{}};
+    else if constexpr (Form == AxisCopyForm::InsertAt) return std::tuple{extract<Axis>(g, pos, x), NoGrad{}, NoGrad{}};
+    else return std::tuple{zero_window<Axis>(g, pos, other), NoGrad{}, NoGrad{}};
+  }
+  template <class N, class Tx, class To, class Tp>
+  static constexpr auto jvp(const N& y, const Tx& tx, const To& to, const Tp&) {
+    const auto& [x, other, pos] = y.children;
+    using autodiff::NoGrad;
+    if constexpr (Form == AxisCopyForm::WriteAt) {
+      if constexpr (std::is_same_v<Tx, NoGrad> && std::is_same_v<To, NoGrad>) return NoGrad{};
+      else if constexpr (std::is_same_v<To, NoGrad>) return zero_window<Axis>(tx, pos, other);
+      else if constexpr (std::is_same_v<Tx, NoGrad>) return insert<Axis>(to, pos, x);
+      else return write_slice<Axis>(tx, pos, to);
+    } else {
+      return autodiff::tangent_apply(
+          [&](const auto& v) {
+            if constexpr (Form == AxisCopyForm::ExtractAt) return extract<Axis>(v, pos, other);
+            else if constexpr (Form == AxisCopyForm::InsertAt) return insert<Axis>(v, pos, other);
+            else return zero_window<Axis>(v, pos, other);
+          },
+          tx);
+    }
+  }
+};
+
 namespace detail {
 // Form<Off>(v, o..., like) over the offset operands o... of children c (those between the first
 // and the last); Form is Extract or Insert.
@@ -306,6 +369,36 @@ constexpr auto extract(X x, long offset, L like) {
 template <int Axis, Expression X, Expression L>
 constexpr auto insert(X x, long offset, L like) {
   return detail::window_at<AxisCopyForm::Insert, Axis>(x, offset, like);
+}
+
+namespace detail {
+template <AxisCopyForm Form, int Axis, class X, class O, class P>
+constexpr auto window_at_position(X x, P pos, O other) {
+  static_assert(is_index_element_v<typename P::dtype> && P::rank == 0,
+                "kiln::write_slice / extract / insert / zero_window: the position must be a rank-0 kiln::i32 or kiln::i64 "
+                "expression (a scalar input, read where the kernel runs)");
+  static_assert(is_float_element_v<typename X::dtype>, "kiln::write_slice / extract / insert / zero_window: x must be a float tensor");
+  same_rank_and_type<X, O>();
+  constexpr int ax = normalized_axis<Axis, X::rank>();
+  using Op = WindowAtPosition<ax, Form>;
+  return Node<Op, X, O, P>(Op{}, x, other, pos);
+}
+}  // namespace detail
+template <int Axis, Expression X, Expression P, Expression S>
+constexpr auto write_slice(X x, P pos, S src) {
+  return detail::window_at_position<AxisCopyForm::WriteAt, Axis>(x, pos, src);
+}
+template <int Axis, Expression X, Expression P, Expression L>
+constexpr auto extract(X x, P pos, L like) {
+  return detail::window_at_position<AxisCopyForm::ExtractAt, Axis>(x, pos, like);
+}
+template <int Axis, Expression X, Expression P, Expression L>
+constexpr auto insert(X x, P pos, L like) {
+  return detail::window_at_position<AxisCopyForm::InsertAt, Axis>(x, pos, like);
+}
+template <int Axis, Expression X, Expression P, Expression W>
+constexpr auto zero_window(X x, P pos, W window) {
+  return detail::window_at_position<AxisCopyForm::ZeroAt, Axis>(x, pos, window);
 }
 
 template <int Axis, Expression X>
