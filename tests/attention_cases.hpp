@@ -215,7 +215,7 @@ inline void cache_lengths() {
   const auto lengths = [](std::vector<std::int64_t> l) { return kiln::from_vector<kiln::i64>(l).to(cases::device()); };
   const auto t = draw<double>({2, 4, 3, 16}, {2, 2, 300, 16}, 16, 710);  // 6 query rows per head: decode on CUDA
   const auto u = draw<double>({2, 2, 70, 16}, {2, 2, 300, 16}, 16, 713);
-  for (const std::vector<std::int64_t> l : {std::vector<std::int64_t>{20, 300}, {257, 3}, {0, 100}}) {
+  for (const std::vector<std::int64_t>& l : {std::vector<std::int64_t>{20, 300}, {257, 3}, {0, 100}}) {
     const auto q = ref::from(t.q.cpu()), k = ref::from(t.k.cpu()), v = ref::from(t.v.cpu());
     ref::check_close(f(q64 = t.q, k64 = t.k, v64 = t.v, len = lengths(l)).cpu(), reference_cut(q, k, v, l, true), 1e-12, 1e-12);
     ref::check_close(g(q64 = u.q, k64 = u.k, v64 = u.v, len = lengths(l)).cpu(),

@@ -171,6 +171,30 @@ KILN_HOST_DEVICE KILN_INLINE constexpr S narrow(compute_t<S> x) {
   else return S(x);
 }
 
+// Value conversion between element types (kiln::cast): float to float rounds to nearest even;
+// float to integer truncates toward zero, as C++ and PyTorch do, with NaN giving 0 and values
+// past the integer's range saturating to its limits (where C++ leaves the conversion undefined);
+// integer to float rounds to nearest; i64 to i32 keeps the low 32 bits (two's complement, as
+// PyTorch).
+template <class To, class From>
+KILN_HOST_DEVICE KILN_INLINE constexpr To convert(From x) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else if constexpr (is_index_element_v<To> && !is_index_element_v<From>) {
+    const double v = static_cast<double>(widen(x));
+    // 2^31 and 2^63 are exact doubles; the largest value below each converts without overflow.
+    constexpr double top = std::is_same_v<To, i32> ? 2147483648.0 : 9223372036854775808.0;
+    if (v != v) return To(0);
+    if (v >= top) return std::is_same_v<To, i32> ? To(2147483647) : To(9223372036854775807LL);
+    if (v < -top) return std::is_same_v<To, i32> ? To(-2147483647 - 1) : To(-9223372036854775807LL - 1);
+    return static_cast<To>(v);
+  } else if constexpr (is_index_element_v<To>) {
+    return static_cast<To>(x);
+  } else {
+    return narrow<To>(static_cast<compute_t<To>>(widen(x)));
+  }
+}
+
 // A readable name, for messages and explain().
 template <class T>
 constexpr const char* dtype_name() {

@@ -34,6 +34,7 @@ enum class NodeKind : std::uint8_t {
   AxisCopy,     // ranges along one axis copied from sources (concat, slice; expr/ops/axis_copy.hpp)
   IndexRows,    // rows of a table gathered, or scattered and summed, by integer ids (expr/ops/index.hpp)
   Attention,    // softmax(q k^T) v and its derivatives, never materialising q k^T (expr/ops/attention.hpp)
+  Convert,      // values converted to another element type (kiln::cast; expr/ops/cast.hpp)
   Shared        // kiln::shared: an alias, never a node of the graph (flattening resolves it)
 };
 // The most operands an op takes (attention's backward: q, k, v, its cotangent and two row
@@ -61,6 +62,12 @@ enum class AxisCopyForm : std::uint8_t {
 // kind (the kernels' Part argument is the part's number).
 enum class AttentionMask : std::uint8_t { None, Causal };
 enum class AttentionPart : std::uint8_t { Out, Stats, GradQ, GradK, GradV };
+
+// An integer operand that an op reads through its own pointer (embedding's ids, attention's
+// kv_len, a window's position) must be an input: the CPU checks such indices before a call's
+// first kernel, when only inputs hold values.
+template <class I>
+inline constexpr bool is_index_input_v = I::kind == NodeKind::Symbol;
 
 // Every expression type derives from ExprTag.
 struct ExprTag {};
@@ -169,6 +176,10 @@ constexpr bool takes_indices() {
   if constexpr (requires { Op::takes_indices; }) return Op::takes_indices;
   else return false;
 }
+// An op that computes on integer operands as well, its result of their type: specialised true
+// by the pointwise ops that are exact on integers (expr/ops/pointwise.hpp).
+template <class Op>
+inline constexpr bool integer_op = false;
 template <class Op, class... Cs>
 constexpr auto op_dtype() {
   if constexpr (requires { typename Op::template dtype<typename Cs::dtype...>; })
@@ -193,9 +204,10 @@ struct node_traits<Op, Cs...> {  // a composite op: the traits of its expansion
 template <class Op, class... Cs>
 struct Node : ExprTag {
   static_assert(sizeof...(Cs) <= kMaxOperands, "kiln: an op takes at most kiln::kMaxOperands operands");
-  static_assert(detail::takes_indices<Op>() || (!is_index_element_v<typename Cs::dtype> && ...),
-                "kiln: an integer tensor (kiln::i32, kiln::i64) is an index: ops that take indices read it "
-                "(kiln::embedding), and no other op computes with it");
+  static_assert(detail::takes_indices<Op>() || detail::integer_op<Op> || (!is_index_element_v<typename Cs::dtype> && ...),
+                "kiln: this op does not compute on integer tensors (kiln::i32, kiln::i64). Integers take comparisons, "
+                "where, +, -, *, maximum, minimum, abs and neg, and are read by the ops that take indices "
+                "(kiln::embedding); convert with kiln::cast<float>(x) for anything else");
   using op_type = Op;
   using dtype = typename detail::node_traits<Op, Cs...>::dtype;
   static constexpr int rank = detail::node_traits<Op, Cs...>::rank;

@@ -3,9 +3,11 @@
 // and the kernels, not kiln.hpp: nvcc then never parses the runtime, autodiff or Eigen.
 #pragma once
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/ops/argmax.hpp"
 #include "kiln/expr/ops/attention.hpp"
 #include "kiln/expr/ops/axis_copy.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
+#include "kiln/expr/ops/cast.hpp"
 #include "kiln/expr/ops/host.hpp"
 #include "kiln/expr/ops/index.hpp"
 #include "kiln/expr/ops/layout.hpp"

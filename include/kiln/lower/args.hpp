@@ -169,6 +169,13 @@ struct AxisCopyArgs : RowArgs<T, NS, 0, 0>, AxisCopyPosition<I> {
   }
 };
 
+// Convert (ConvertKernel): rows and load 0 as in RowArgs (the operand, in From); the output `to`
+// is contiguous rows x len in To (RowArgs::out is unused).
+template <class To, class From>
+struct ConvertArgs : RowArgs<From, 1, 0, 0> {
+  To* to = nullptr;
+};
+
 // IndexRows (IndexRowsKernel): the iteration space is the ids' positions (rows, one per id,
 // in the ids' row-major order; the ids are contiguous) by the row length len. Load 0 is the
 // float operand:
@@ -299,6 +306,10 @@ struct kernel_args<GemmKernel<T, E, A, NL, NC>> {
 template <class T, int NS, class I>
 struct kernel_args<AxisCopyKernel<T, NS, I>> {
   using type = AxisCopyArgs<T, NS, I>;
+};
+template <class To, class From>
+struct kernel_args<ConvertKernel<To, From>> {
+  using type = ConvertArgs<To, From>;
 };
 template <class T, class I, bool S>
 struct kernel_args<IndexRowsKernel<T, I, S>> {

@@ -236,6 +236,15 @@ struct AxisCopyKernel : IndexOperand<I> {
   static constexpr int nloads = NSources, nconsts = 0, nstages = 0;
 };
 
+// Convert: each element of the operand (load 0, read through its strides) converted from From
+// to To (kiln::convert; kiln::cast). No evaluator tree. The loads are From; the output To.
+template <class To, class From>
+struct ConvertKernel {
+  using value_type = From;
+  using out_type = To;
+  static constexpr int nloads = 1, nconsts = 0, nstages = 0;
+};
+
 // IndexRows: rows of a table gathered by integer ids (embedding), or rows of src added into
 // the rows the ids name (scatter_add_rows, Scatter); I is the ids' type. No evaluator tree.
 template <class T, class I, bool Scatter>

@@ -39,6 +39,8 @@ void bind_pointers(Slot& pr, const Ptrs& ptr) {
   if constexpr (requires { pr.args.extra_out; })
     for (int e = 0; e < Desc::nextra; ++e)
       pr.args.extra_out[e] = pr.extra_buffer[e] >= 0 ? static_cast<T*>(ptr[pr.extra_buffer[e]]) : nullptr;
+  if constexpr (requires { pr.args.to; })  // a convert kernel's output, of its own type
+    pr.args.to = static_cast<typename Desc::out_type*>(ptr[pr.out_buffer]);
   if constexpr (requires { pr.args.ids; })
     pr.args.ids = static_cast<const typename Desc::index_type*>(ptr[pr.index_buffer]);
   if constexpr (requires { pr.args.epilogue; }) {
@@ -99,7 +101,7 @@ class CpuExecutor {
     }
     for (std::size_t b = F::kFirstArenaBuffer; b < st.buffers.size(); ++b) ptr[b] = arena + st.buffers[b];
     // Indices (an embedding's ids) against what they index, before any kernel writes. The ids
-    // are always inputs (kiln computes no integer values), so they are readable now.
+    // are always inputs (is_index_input_v, expr/node.hpp), so they are readable now.
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
       using Desc = typename Plan::template desc<G>;

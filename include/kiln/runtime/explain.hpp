@@ -57,6 +57,9 @@ std::string explain_kernel() {
     case schedule::KernelKind::Attention:
       kind = "attention";
       break;
+    case schedule::KernelKind::Convert:
+      kind = "cast";
+      break;
     case schedule::KernelKind::IndexRows:
       kind = g.nodes[grp.root].scatter ? "scatter-add rows" : "gather rows";
       break;

@@ -374,6 +374,8 @@ struct Planner {
       collapse(ra, false);
     } else if constexpr (kind == schedule::KernelKind::Attention) {
       st.ops[G] = fill_attention<Desc>(st, graph().nodes[ki.group.root], ki, pr);
+    } else if constexpr (kind == schedule::KernelKind::Convert) {
+      collapse(ra, true);  // an elementwise map: every dim its load walks alike is merged
     } else if constexpr (kind == schedule::KernelKind::ReduceTo) {
       // Where each input element lands in the output: the output's strides, 0 where summed.
       const Shape& out = st.shapes[ki.group.root];
@@ -439,6 +441,9 @@ struct Planner {
                  static_cast<double>(std::max<std::size_t>(st.shapes[ki.group.root][pr.args.axis], 1)) * elem;
     } else if constexpr (kind == schedule::KernelKind::Attention) {
       // counted above
+    } else if constexpr (kind == schedule::KernelKind::Convert) {
+      st.write_bytes[G] = st.out_bytes[G] = elements * sizeof(typename Desc::out_type);
+      st.ops[G] = elements;
     } else if constexpr (kind == schedule::KernelKind::IndexRows) {
       // The rows the ids name (a gather reads no other row of the table), and the ids.
       reads = elements * elem + static_cast<double>(ra.rows) * sizeof(typename Desc::index_type);

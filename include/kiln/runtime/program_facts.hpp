@@ -90,12 +90,6 @@ struct ProgramFacts {
       if (root_outputs<Root>::assigns[k] && kAssignTarget[k] < 0) return false;
     return true;
   }(), "kiln::assign: the target symbol is not read by the program; an assigned symbol must be an input of it");
-  static_assert([] {
-    for (int k = 0; k < NOut; ++k)
-      if (program::graph.nodes[program::graph.outputs[k]].dtype >= dtype_code<i32>()) return false;
-    return true;
-  }(), "kiln::compile: an output is an integer tensor (kiln::i32 or kiln::i64); integer tensors are indices that "
-       "ops read (kiln::embedding), not values a program returns");
 
   // Buffers of a call: the inputs (0 .. kSymbols-1), the outputs (kSymbols .. kSymbols+NOut-1),
   // then at most one arena buffer per node plus one scratch per kernel.

@@ -344,6 +344,8 @@ inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<S
       return child(1);
     case NodeKind::AxisCopy:
       return axis_copy_shape(n, shapes, p);
+    case NodeKind::Convert:
+      return child(0);
     case NodeKind::IndexRows:
       return index_rows_shape(n, child(0), child(1), n.scatter ? child(2) : child(1));
     case NodeKind::Attention:

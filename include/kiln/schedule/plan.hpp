@@ -32,7 +32,7 @@
 
 namespace kiln::schedule {
 
-enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo, AxisCopy, IndexRows, Attention };
+enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo, AxisCopy, IndexRows, Attention, Convert };
 
 inline constexpr int kMaxStages = 8;
 inline constexpr int kMaxRecompute = 4;  // kernels that may each recompute one value
@@ -228,6 +228,7 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       any = true;
       const NodeKind uk = g.nodes[u].kind;
       if (uk == NodeKind::Matmul || uk == NodeKind::AxisCopy || uk == NodeKind::IndexRows || uk == NodeKind::Attention ||
+          uk == NodeKind::Convert ||
           is_view(uk))
         memory = true;
       const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
@@ -355,6 +356,8 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       new_group(i, KernelKind::IndexRows);
     } else if (n.kind == NodeKind::Attention) {
       new_group(i, KernelKind::Attention);
+    } else if (n.kind == NodeKind::Convert) {
+      new_group(i, KernelKind::Convert);
     } else if (n.all) {
       new_group(i, KernelKind::TotalReduce);
     } else if (n.axis == g.nodes[n.children[0]].rank - 1) {

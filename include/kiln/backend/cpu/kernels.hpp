@@ -9,6 +9,7 @@
 
 #include "kiln/backend/cpu/attention_kernel.hpp"
 #include "kiln/backend/cpu/axis_copy_kernel.hpp"
+#include "kiln/backend/cpu/convert_kernel.hpp"
 #include "kiln/backend/cpu/gemm_kernel.hpp"
 #include "kiln/backend/cpu/index_rows_kernel.hpp"
 #include "kiln/backend/cpu/reduce_kernel.hpp"
@@ -38,6 +39,10 @@ struct kernel_of<lower::ReduceToKernel<T, Tr, NL, NC>> {
 template <class T, int NS, class I>
 struct kernel_of<lower::AxisCopyKernel<T, NS, I>> {
   using type = AxisCopyKernelCpu<lower::AxisCopyKernel<T, NS, I>>;
+};
+template <class To, class From>
+struct kernel_of<lower::ConvertKernel<To, From>> {
+  using type = ConvertKernelCpu<lower::ConvertKernel<To, From>>;
 };
 template <class T, class I, bool S>
 struct kernel_of<lower::IndexRowsKernel<T, I, S>> {

@@ -8,8 +8,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/launch_config.cuh"
 #include "kiln/lower/args.hpp"
@@ -59,14 +57,7 @@ template <class T, int NS, class I>
 struct AxisCopyCuda<lower::AxisCopyKernel<T, NS, I>> {
   using Args = lower::AxisCopyArgs<T, NS, I>;
   static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void*) {
-    const index_t total = a.rows * a.len;
-    if (total == 0) return;
-    const int threads = cfg.threads > 0 ? cfg.threads : 256;
-    // Enough blocks to fill the device a few times over; the loop covers the rest.
-    const index_t want = (total + threads - 1) / threads;
-    const auto blocks = static_cast<unsigned>(std::min<index_t>(want, index_t{8} * multiprocessors()));
-    launch_after_previous<&axis_copy_kernel<NS, T, Args>>(blocks, dim3(threads), 0, stream, a);
-    KILN_CUDA_CHECK(cudaGetLastError());
+    launch_grid_stride<&axis_copy_kernel<NS, T, Args>>(a.rows * a.len, cfg, stream, a);
   }
 };
 

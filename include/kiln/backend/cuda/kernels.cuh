@@ -4,6 +4,7 @@
 #pragma once
 #include "kiln/backend/cuda/attention_kernel.cuh"
 #include "kiln/backend/cuda/axis_copy_kernel.cuh"
+#include "kiln/backend/cuda/convert_kernel.cuh"
 #include "kiln/backend/cuda/index_rows_kernel.cuh"
 #include "kiln/backend/cuda/reduce_kernel.cuh"
 #include "kiln/backend/cuda/row_kernel.cuh"
@@ -29,6 +30,10 @@ struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
 template <class T, int NS, class I>
 struct kernel_impl<lower::AxisCopyKernel<T, NS, I>> {
   using type = AxisCopyCuda<lower::AxisCopyKernel<T, NS, I>>;
+};
+template <class To, class From>
+struct kernel_impl<lower::ConvertKernel<To, From>> {
+  using type = ConvertCuda<lower::ConvertKernel<To, From>>;
 };
 template <class T, class I, bool S>
 struct kernel_impl<lower::IndexRowsKernel<T, I, S>> {

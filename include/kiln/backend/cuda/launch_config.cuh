@@ -4,10 +4,12 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
 #include "kiln/backend/cuda/runtime.hpp"
+#include "kiln/lower/args.hpp"
 
 namespace kiln::cuda {
 
@@ -87,6 +89,18 @@ void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStre
   if (it == waits.end()) it = waits.emplace(device, device_has_clusters() && code_arch(Kernel) >= 90).first;
   const KernelLaunch launch(blocks, threads, smem, stream, dim3(1), it->second);
   KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, Kernel, args...));
+}
+
+// A grid-stride loop over `work` items (the copy and convert kinds): cfg's threads per block (256
+// when not chosen), enough blocks to fill the device a few times over; the loop covers the rest.
+template <auto Kernel, class Args>
+void launch_grid_stride(index_t work, const lower::LaunchConfig& cfg, cudaStream_t stream, const Args& a) {
+  if (work == 0) return;
+  const int threads = cfg.threads > 0 ? cfg.threads : 256;
+  const index_t want = (work + threads - 1) / threads;
+  const auto blocks = static_cast<unsigned>(std::min<index_t>(want, index_t{8} * multiprocessors()));
+  launch_after_previous<Kernel>(blocks, dim3(threads), 0, stream, a);
+  KILN_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kiln::cuda

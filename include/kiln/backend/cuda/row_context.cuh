@@ -151,10 +151,11 @@ struct LaneContext {
   __device__ __forceinline__ T cached(int s, index_t) const { return cache.template get<K, T>(s, ju, unit); }
 };
 
-// The bits of an f32, bf16 or f16 value.
+// The bits of an f32, i32, bf16 or f16 value.
 template <class S>
 __device__ __forceinline__ unsigned bits_of(S x) {
   if constexpr (std::is_same_v<S, float>) return __float_as_uint(x);
+  else if constexpr (std::is_integral_v<S>) return static_cast<unsigned>(x);
   else return x.bits;
 }
 

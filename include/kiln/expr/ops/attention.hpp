@@ -138,6 +138,9 @@ constexpr auto attention(Q q, K k, V v, L kv_len) {
   detail::check_attention_operands<Scale, Q, K, V>();
   static_assert(is_index_element_v<typename L::dtype> && L::rank <= 1,
                 "kiln::attention: kv_len must be integers (kiln::i32 or kiln::i64): a scalar, or one length per batch");
+  static_assert(is_index_input_v<L>,
+                "kiln::attention: kv_len must be an input (kiln::input<\"len\", 0, kiln::i64>()), not a computed value: it "
+                "is checked against the cache before the call's first kernel");
   return detail::attention_part<AttentionPart::Out, Mask, Scale, true>(q, k, v, kv_len);
 }
 

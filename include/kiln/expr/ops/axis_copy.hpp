@@ -377,6 +377,9 @@ constexpr auto window_at_position(X x, P pos, O other) {
   static_assert(is_index_element_v<typename P::dtype> && P::rank == 0,
                 "kiln::write_slice / extract / insert / zero_window: the position must be a rank-0 kiln::i32 or kiln::i64 "
                 "expression (a scalar input, read where the kernel runs)");
+  static_assert(is_index_input_v<P>,
+                "kiln::write_slice / extract / insert / zero_window: the position must be an input (kiln::input<\"pos\", 0, "
+                "kiln::i64>()), not a computed value: it is checked against the axis before the call's first kernel");
   static_assert(is_float_element_v<typename X::dtype>, "kiln::write_slice / extract / insert / zero_window: x must be a float tensor");
   same_rank_and_type<X, O>();
   constexpr int ax = normalized_axis<Axis, X::rank>();

@@ -46,6 +46,9 @@ constexpr void check_index_operands() {
   static_assert(is_index_element_v<typename Ids::dtype>,
                 "kiln::embedding / kiln::scatter_add_rows: ids must be integers: declare them "
                 "kiln::input<\"ids\", R, kiln::i64>() (or kiln::i32)");
+  static_assert(is_index_input_v<Ids>,
+                "kiln::embedding / kiln::scatter_add_rows: ids must be an input (kiln::input<\"ids\", R, kiln::i64>()), not "
+                "a computed value: ids are checked against the table before the call's first kernel");
   static_assert(is_float_element_v<typename Table::dtype>,
                 "kiln::embedding / kiln::scatter_add_rows: the table (or src) must be a float type");
 }

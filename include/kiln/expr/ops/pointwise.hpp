@@ -1,14 +1,16 @@
 // kiln: pointwise ops. Each op is declared once, here: its name, arity and scalar formula
 // (host and device). Shapes broadcast like numpy; scalars may stand on either side.
 // Comparisons yield 1 or 0 in the operands' element type; where(c, a, b) picks a where c != 0.
+// The ops exact on integers (below) also compute on kiln::i32 and kiln::i64 tensors.
 #pragma once
 #include <algorithm>
 #include <limits>
 
 #include "kiln/core/errors.hpp"
 #include "kiln/core/math.hpp"
-#include "kiln/expr/zero.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/ops/cast.hpp"
+#include "kiln/expr/zero.hpp"
 
 namespace kiln {
 
@@ -143,6 +145,8 @@ KILN_BINARY(Less, less, a < b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{
 KILN_BINARY(Greater, greater, a > b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
 KILN_BINARY(LessEqual, less_equal, a <= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
 KILN_BINARY(GreaterEqual, greater_equal, a >= b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
+KILN_BINARY(Equal, equal, a == b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
+KILN_BINARY(NotEqual, not_equal, a != b ? T(1) : T(0), KILN_NO_GRAD, KILN_NO_GRAD, NoGrad{})
 #undef KILN_BINARY
 
 // where(c, a, b) = a where c != 0, else b.
@@ -187,7 +191,43 @@ KILN_BINARY_FN(LessEqual, operator<=)
 KILN_BINARY_FN(GreaterEqual, operator>=)
 KILN_BINARY_FN(Maximum, maximum)
 KILN_BINARY_FN(Minimum, minimum)
+KILN_BINARY_FN(Equal, equal)
+KILN_BINARY_FN(NotEqual, not_equal)
 #undef KILN_BINARY_FN
+
+// The ops exact on integers, which also compute on kiln::i32 and kiln::i64 operands (their
+// result of that type; comparisons give 1 or 0). Division and the transcendental functions
+// are not among them: kiln::cast<float>(x) first.
+namespace detail {
+template <>
+inline constexpr bool integer_op<Neg> = true;
+template <>
+inline constexpr bool integer_op<Abs> = true;
+template <>
+inline constexpr bool integer_op<Add> = true;
+template <>
+inline constexpr bool integer_op<Sub> = true;
+template <>
+inline constexpr bool integer_op<Mul> = true;
+template <>
+inline constexpr bool integer_op<Maximum> = true;
+template <>
+inline constexpr bool integer_op<Minimum> = true;
+template <>
+inline constexpr bool integer_op<Less> = true;
+template <>
+inline constexpr bool integer_op<Greater> = true;
+template <>
+inline constexpr bool integer_op<LessEqual> = true;
+template <>
+inline constexpr bool integer_op<GreaterEqual> = true;
+template <>
+inline constexpr bool integer_op<Equal> = true;
+template <>
+inline constexpr bool integer_op<NotEqual> = true;
+template <>
+inline constexpr bool integer_op<Where> = true;
+}  // namespace detail
 
 template <Expression X>
 constexpr auto operator-(X x) {
@@ -200,11 +240,14 @@ constexpr auto pow(X x, S p) {
   return detail::make_pointwise<Pow>(x, detail::as_operand<X>(p));
 }
 
+// An integer condition selecting float values is cast to their type first (one more kernel).
 template <Expression C, class A, class B>
   requires((Expression<A> || Scalar<A>) && (Expression<B> || Scalar<B>) && (Expression<A> || Expression<B>))
 constexpr auto where(C c, A a, B b) {
   using E = std::conditional_t<Expression<A>, A, B>;
-  return detail::make_pointwise<Where>(c, detail::as_operand<E>(a), detail::as_operand<E>(b));
+  if constexpr (is_index_element_v<typename C::dtype> && !is_index_element_v<typename E::dtype>)
+    return detail::make_pointwise<Where>(cast<typename E::dtype>(c), detail::as_operand<E>(a), detail::as_operand<E>(b));
+  else return detail::make_pointwise<Where>(c, detail::as_operand<E>(a), detail::as_operand<E>(b));
 }
 
 // swiglu(gate, up) = silu(gate) up, the gated linear unit of Llama's MLP; gate and up
