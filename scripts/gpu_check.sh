@@ -2,7 +2,8 @@
 # On a machine with a CUDA GPU: builds the CUDA tests (unless KILN_GPU_BIN names a folder of
 # prebuilt ones), runs their GPU cases (--on-gpu, tests/test_main.cpp), then compute-sanitizer:
 # memcheck on test_cuda_ops, test_cuda_modes, test_dtypes, test_ops and test_reductions;
-# racecheck on the row-reduction cases, the tensor-core GEMM kernels and attention (shared memory). Logs
+# racecheck on the row-reduction cases, the tensor-core GEMM kernels and attention (shared memory);
+# initcheck (reads of device memory nothing wrote) and synccheck on test_ops. Logs
 # go to ${OUT:-<build dir>/out}. Usage: bash scripts/gpu_check.sh [build dir]
 # KILN_SANITIZE=0 skips the sanitizers; KILN_SANITIZE=only runs just them.
 set -uo pipefail
@@ -28,7 +29,11 @@ for t in $tests; do
   echo "$t: exit $rc; $(grep -E '^\[doctest\] (test cases|assertions)' "$OUT/$t.log" | tr '\n' ' ')"
   [ $rc -eq 0 ] || { status=1; grep -B2 -A12 "ERROR\|FATAL\|terminate" "$OUT/$t.log" | head -60; }
 done
-[ "${KILN_SANITIZE:-1}" = 0 ] && exit "$status"
+[ "${KILN_SANITIZE:-1}" = 0 ] && for tool in initcheck synccheck; do
+  timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$KILN_GPU_BIN/test_ops" --on-gpu > "$OUT/${tool}_test_ops.log" 2>&1
+  echo "$tool test_ops: exit $?; $(tail -1 "$OUT/${tool}_test_ops.log")"
+done
+exit "$status"
 for t in test_cuda_ops test_cuda_modes test_dtypes test_ops test_reductions; do
   timeout 150 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$KILN_GPU_BIN/$t" --on-gpu > "$OUT/memcheck_$t.log" 2>&1
   echo "memcheck $t: exit $? ($(grep -c '^========= Invalid\|^========= Program hit' "$OUT/memcheck_$t.log") errors); $(tail -1 "$OUT/memcheck_$t.log")"

@@ -35,6 +35,7 @@ enum class NodeKind : std::uint8_t {
   IndexRows,    // rows of a table gathered, or scattered and summed, by integer ids (expr/ops/index.hpp)
   Attention,    // softmax(q k^T) v and its derivatives, never materialising q k^T (expr/ops/attention.hpp)
   Convert,      // values converted to another element type (kiln::cast; expr/ops/cast.hpp)
+  Dropout,      // elements kept or zeroed by a counter-based random mask (expr/ops/dropout.hpp)
   Shared        // kiln::shared: an alias, never a node of the graph (flattening resolves it)
 };
 // The most operands an op takes (attention's backward: q, k, v, its cotangent and two row

@@ -7,6 +7,7 @@
 #include "kiln/expr/ops/attention.hpp"
 #include "kiln/expr/ops/axis_copy.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
+#include "kiln/expr/ops/dropout.hpp"
 #include "kiln/expr/ops/cast.hpp"
 #include "kiln/expr/ops/host.hpp"
 #include "kiln/expr/ops/index.hpp"

@@ -229,6 +229,9 @@ struct NodeInfo {
   // The last operand is an integer the kernel reads through its own pointer, not a load:
   // attention's kv_len, the position of a window (write_slice).
   bool index_last = false;
+  // Dropout: the probability of dropping, and the site's stream (expr/ops/dropout.hpp).
+  double probability = 0;
+  std::uint32_t stream = 0;
   constexpr bool reads_value_of(int k) const { return !((shape_only >> k) & 1u); }
 };
 
@@ -258,6 +261,10 @@ constexpr NodeInfo describe() {
       n.scale = Op::scale;
     }
     if constexpr (requires { Op::index_last; }) n.index_last = Op::index_last;
+    if constexpr (E::kind == NodeKind::Dropout) {
+      n.probability = Op::probability;
+      n.stream = Op::stream;
+    }
     if constexpr (E::kind == NodeKind::Reduce) {
       n.reduce_kind = Op::reduce_kind;
       n.keep = Op::keep;

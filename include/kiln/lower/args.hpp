@@ -176,6 +176,17 @@ struct ConvertArgs : RowArgs<From, 1, 0, 0> {
   To* to = nullptr;
 };
 
+// Dropout (DropoutKernel): rows and load 0 as in RowArgs; the output contiguous rows x len. Element
+// e = row * len + j (the output's row-major index) is x's times `scale` where
+// philox::uniform(seed, offset, stream, e) >= p, else 0; ids points at (seed, offset).
+template <class T>
+struct DropoutArgs : RowArgs<T, 1, 0, 0> {
+  const i64* ids = nullptr;
+  float p = 0;
+  compute_t<T> scale = 1;  // 1 / (1 - p)
+  std::uint32_t stream = 0;
+};
+
 // IndexRows (IndexRowsKernel): the iteration space is the ids' positions (rows, one per id,
 // in the ids' row-major order; the ids are contiguous) by the row length len. Load 0 is the
 // float operand:
@@ -306,6 +317,10 @@ struct kernel_args<GemmKernel<T, E, A, NL, NC>> {
 template <class T, int NS, class I>
 struct kernel_args<AxisCopyKernel<T, NS, I>> {
   using type = AxisCopyArgs<T, NS, I>;
+};
+template <class T>
+struct kernel_args<DropoutKernel<T>> {
+  using type = DropoutArgs<T>;
 };
 template <class To, class From>
 struct kernel_args<ConvertKernel<To, From>> {

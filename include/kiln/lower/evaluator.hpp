@@ -245,6 +245,14 @@ struct ConvertKernel {
   static constexpr int nloads = 1, nconsts = 0, nstages = 0;
 };
 
+// Dropout: each element of the operand (load 0, through its strides) kept and scaled, or zeroed,
+// by a Philox mask drawn from the rng operand (i64 [2]: seed, offset). No evaluator tree.
+template <class T>
+struct DropoutKernel : IndexOperand<i64> {
+  using value_type = T;
+  static constexpr int nloads = 1, nconsts = 0, nstages = 0;
+};
+
 // IndexRows: rows of a table gathered by integer ids (embedding), or rows of src added into
 // the rows the ids name (scatter_add_rows, Scatter); I is the ids' type. No evaluator tree.
 template <class T, class I, bool Scatter>

@@ -144,12 +144,14 @@ constexpr auto make_kernel_info(const graph::GraphInfo<N, NOut>& g, const schedu
         k.load_node[k.nloads] = n.children[c];
         k.load_space[k.nloads++] = 0;
       }
-  } else if (G.kind == KernelKind::Convert) {
-    // The operand, read from memory through its strides, in the output's space.
+  } else if (G.kind == KernelKind::Convert || G.kind == KernelKind::Dropout) {
+    // The operand, read from memory through its strides, in the output's space (and dropout's
+    // rng through the kernel's own pointer).
     k.space_node[0] = G.root;
     k.load_node[0] = g.nodes[G.root].children[0];
     k.load_space[0] = 0;
     k.nloads = 1;
+    if (g.nodes[G.root].index_last) k.index_node = g.nodes[G.root].children[1];
   } else if (G.kind == KernelKind::IndexRows) {
     // Load slot 0 is the table (embedding) or src (scatter_add_rows). The iteration space is
     // the positions of the ids and the row length: the output's for a gather, src's for a scatter.
@@ -283,6 +285,10 @@ struct Program {
     static constexpr auto& ki = kernel_info<G>;
     using type = ConvertKernel<typename graph_type::template node<ki.group.root>::dtype,
                                typename graph_type::template node<ki.load_node[0]>::dtype>;
+  };
+  template <int G>
+  struct lower_kernel<G, KernelKind::Dropout> {
+    using type = DropoutKernel<typename graph_type::template node<kernel_info<G>.group.root>::dtype>;
   };
   template <int G>
   struct lower_kernel<G, KernelKind::IndexRows> {

@@ -60,6 +60,9 @@ std::string explain_kernel() {
     case schedule::KernelKind::Convert:
       kind = "cast";
       break;
+    case schedule::KernelKind::Dropout:
+      kind = "dropout";
+      break;
     case schedule::KernelKind::IndexRows:
       kind = g.nodes[grp.root].scatter ? "scatter-add rows" : "gather rows";
       break;

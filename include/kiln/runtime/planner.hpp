@@ -376,6 +376,13 @@ struct Planner {
       st.ops[G] = fill_attention<Desc>(st, graph().nodes[ki.group.root], ki, pr);
     } else if constexpr (kind == schedule::KernelKind::Convert) {
       collapse(ra, true);  // an elementwise map: every dim its load walks alike is merged
+    } else if constexpr (kind == schedule::KernelKind::Dropout) {
+      collapse(ra, true);  // the output's row-major order, whatever dims are merged
+      const auto& node = graph().nodes[ki.group.root];
+      pr.index_buffer = st.faces[ki.index_node].buffer;
+      pr.args.p = static_cast<float>(node.probability);
+      pr.args.scale = static_cast<compute_t<T>>(1.0 / (1.0 - node.probability));
+      pr.args.stream = node.stream;
     } else if constexpr (kind == schedule::KernelKind::ReduceTo) {
       // Where each input element lands in the output: the output's strides, 0 where summed.
       const Shape& out = st.shapes[ki.group.root];
@@ -444,6 +451,8 @@ struct Planner {
     } else if constexpr (kind == schedule::KernelKind::Convert) {
       st.write_bytes[G] = st.out_bytes[G] = elements * sizeof(typename Desc::out_type);
       st.ops[G] = elements;
+    } else if constexpr (kind == schedule::KernelKind::Dropout) {
+      st.ops[G] = elements;  // a multiply per element (and a Philox block per four)
     } else if constexpr (kind == schedule::KernelKind::IndexRows) {
       // The rows the ids name (a gather reads no other row of the table), and the ids.
       reads = elements * elem + static_cast<double>(ra.rows) * sizeof(typename Desc::index_type);

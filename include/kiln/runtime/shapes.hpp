@@ -346,6 +346,10 @@ inline Shape infer_shape_unchecked(const graph::NodeInfo& n, const std::vector<S
       return axis_copy_shape(n, shapes, p);
     case NodeKind::Convert:
       return child(0);
+    case NodeKind::Dropout:
+      if (!(child(1) == Shape{2}))
+        throw ShapeError("dropout: rng must have shape [2], (seed, offset), not " + child(1).str());
+      return child(0);
     case NodeKind::IndexRows:
       return index_rows_shape(n, child(0), child(1), n.scatter ? child(2) : child(1));
     case NodeKind::Attention:

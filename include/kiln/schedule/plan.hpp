@@ -32,7 +32,7 @@
 
 namespace kiln::schedule {
 
-enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo, AxisCopy, IndexRows, Attention, Convert };
+enum class KernelKind : std::uint8_t { Row, Gemm, AxisReduce, TotalReduce, ReduceTo, AxisCopy, IndexRows, Attention, Convert, Dropout };
 
 inline constexpr int kMaxStages = 8;
 inline constexpr int kMaxRecompute = 4;  // kernels that may each recompute one value
@@ -228,7 +228,7 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       any = true;
       const NodeKind uk = g.nodes[u].kind;
       if (uk == NodeKind::Matmul || uk == NodeKind::AxisCopy || uk == NodeKind::IndexRows || uk == NodeKind::Attention ||
-          uk == NodeKind::Convert ||
+          uk == NodeKind::Convert || uk == NodeKind::Dropout ||
           is_view(uk))
         memory = true;
       const int n_in = p.recompute[u] ? p.nrecompute_in[u] : 1;
@@ -358,6 +358,8 @@ constexpr Plan<N> make_plan(const graph::GraphInfo<N, NOut>& g, bool fuse) {
       new_group(i, KernelKind::Attention);
     } else if (n.kind == NodeKind::Convert) {
       new_group(i, KernelKind::Convert);
+    } else if (n.kind == NodeKind::Dropout) {
+      new_group(i, KernelKind::Dropout);
     } else if (n.all) {
       new_group(i, KernelKind::TotalReduce);
     } else if (n.axis == g.nodes[n.children[0]].rank - 1) {

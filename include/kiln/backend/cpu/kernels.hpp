@@ -10,6 +10,7 @@
 #include "kiln/backend/cpu/attention_kernel.hpp"
 #include "kiln/backend/cpu/axis_copy_kernel.hpp"
 #include "kiln/backend/cpu/convert_kernel.hpp"
+#include "kiln/backend/cpu/dropout_kernel.hpp"
 #include "kiln/backend/cpu/gemm_kernel.hpp"
 #include "kiln/backend/cpu/index_rows_kernel.hpp"
 #include "kiln/backend/cpu/reduce_kernel.hpp"
@@ -39,6 +40,10 @@ struct kernel_of<lower::ReduceToKernel<T, Tr, NL, NC>> {
 template <class T, int NS, class I>
 struct kernel_of<lower::AxisCopyKernel<T, NS, I>> {
   using type = AxisCopyKernelCpu<lower::AxisCopyKernel<T, NS, I>>;
+};
+template <class T>
+struct kernel_of<lower::DropoutKernel<T>> {
+  using type = DropoutKernelCpu<lower::DropoutKernel<T>>;
 };
 template <class To, class From>
 struct kernel_of<lower::ConvertKernel<To, From>> {

@@ -5,6 +5,7 @@
 #include "kiln/backend/cuda/attention_kernel.cuh"
 #include "kiln/backend/cuda/axis_copy_kernel.cuh"
 #include "kiln/backend/cuda/convert_kernel.cuh"
+#include "kiln/backend/cuda/dropout_kernel.cuh"
 #include "kiln/backend/cuda/index_rows_kernel.cuh"
 #include "kiln/backend/cuda/reduce_kernel.cuh"
 #include "kiln/backend/cuda/row_kernel.cuh"
@@ -30,6 +31,10 @@ struct kernel_impl<lower::ReduceToKernel<T, Tr, NL, NC>> {
 template <class T, int NS, class I>
 struct kernel_impl<lower::AxisCopyKernel<T, NS, I>> {
   using type = AxisCopyCuda<lower::AxisCopyKernel<T, NS, I>>;
+};
+template <class T>
+struct kernel_impl<lower::DropoutKernel<T>> {
+  using type = DropoutCuda<lower::DropoutKernel<T>>;
 };
 template <class To, class From>
 struct kernel_impl<lower::ConvertKernel<To, From>> {
