@@ -197,11 +197,39 @@ void AttnDecode(benchmark::State& state) {
             4.0 * B * kAttnH * L * kAttnD, q = qd, k = kd, v = vd);
 }
 
+// One decode step of a static KV cache: the new token's k and v written into the caches at
+// position L - 1 (write_slice assigned in place), then attention over all L positions (kv_len
+// = L). Against AttnDecode, the cost of the cache write in the same graph.
+template <bench::Mode M, class S>
+void AttnDecodeStep(benchmark::State& state) {
+  constexpr auto q = kiln::input<"q", 4, S>();
+  constexpr auto kc = kiln::input<"kc", 4, S>();
+  constexpr auto vc = kiln::input<"vc", 4, S>();
+  constexpr auto kn = kiln::input<"kn", 4, S>();
+  constexpr auto vn = kiln::input<"vn", 4, S>();
+  constexpr auto pos = kiln::input<"pos", 0, kiln::i64>();
+  constexpr auto len = kiln::input<"len", 0, kiln::i64>();
+  constexpr auto k_all = kiln::write_slice<2>(kc, pos, kn);
+  constexpr auto v_all = kiln::write_slice<2>(vc, pos, vn);
+  const auto B = static_cast<std::size_t>(state.range(0)), L = static_cast<std::size_t>(state.range(1));
+  const kiln::Shape qs{B, kAttnH, 1, kAttnD}, cache{B, kAttnH, L, kAttnD};
+  const auto& qd = randn_cuda<S>(qs, 1);
+  const auto &knd = randn_cuda<S>(qs, 4), &vnd = randn_cuda<S>(qs, 5);
+  auto kcd = randn_cuda<S>(cache, 2), vcd = randn_cuda<S>(cache, 3);
+  const auto pd = kiln::from_vector<kiln::i64>({static_cast<std::int64_t>(L) - 1}, kiln::Shape{}).cuda();
+  const auto ld = kiln::from_vector<kiln::i64>({static_cast<std::int64_t>(L)}, kiln::Shape{}).cuda();
+  run<M, S>(state,
+            kiln::outputs(kiln::attention<kiln::causal>(q, k_all, v_all, len), kiln::assign(kc, k_all), kiln::assign(vc, v_all)),
+            qs, 2.0 * sizeof(S) * cache.numel(), 4.0 * B * kAttnH * L * kAttnD, q = qd, kc = kcd, vc = vcd, kn = knd,
+            vn = vnd, pos = pd, len = ld);
+}
+
 using f32 = float;
 KILN_MODE(AttnFwd, "AttnFwd", bf16, Default)
 KILN_MODE(AttnFwd, "AttnFwd", bf16, ReduceOverhead)
 KILN_MODE(AttnFwdBwd, "AttnFwdBwd", bf16, Default)
 KILN_MODE(AttnDecode, "AttnDecode", bf16, ReduceOverhead, ->Args({1, 2048})->Args({1, 32768})->Args({8, 8192}))
+KILN_MODE(AttnDecodeStep, "AttnDecodeStep", bf16, ReduceOverhead, ->Args({1, 2048})->Args({1, 32768})->Args({8, 8192}))
 KILN_MODE(SoftmaxLong, "SoftmaxLong", f32, Default)
 KILN_MODE(SoftmaxLong, "SoftmaxLong", bf16, Default)
 KILN_MODE(EmbBwd, "EmbBwd", f32, Default)

@@ -167,7 +167,21 @@ constexpr auto aw = kiln::param<"w", 1>();
 constexpr auto tuned_program =
     kiln::outputs(kiln::assign(aw, aw * 0.5f + 1.0f), kiln::softmax(ax), kiln::relu(kiln::matmul(ax, av)));
 
-enum class Poison { Fifo, DevZero, Huge, Garbage };
+enum class Poison { Fifo, DevZero, Huge, Garbage, ForeignConfig };
+
+// An entry as kiln writes it (its key kept, a valid checksum) whose configuration no kernel
+// offers: a thread count past any machine's, negative chunks, an unknown GEMM variant.
+void write_foreign_config(const fs::path& p) {
+  std::string text, key;
+  {
+    std::ifstream in(p);
+    std::getline(in, text);  // magic and version
+    std::getline(in, key);   // "key <the key>"
+  }
+  REQUIRE(key.rfind("key ", 0) == 0);
+  const std::string body = kiln::runtime::encode_body(key.substr(4), {{1000000, -3, 77, -5}, 1.0});
+  std::ofstream(p) << body << "check " << kiln::runtime::hex(kiln::fnv1a(body)) << '\n';
+}
 
 // Fills a fresh cache with one tuning run, replaces every entry by `poison`, then calls a fresh
 // object: the call must return promptly with the right values, update w once, and rewrite each
@@ -188,6 +202,10 @@ void bad_cache_entries(Poison poison, const char* what) {
   for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
   REQUIRE(entries.size() >= 2);
   for (const auto& p : entries) {
+    if (poison == Poison::ForeignConfig) {
+      write_foreign_config(p);
+      continue;
+    }
     fs::remove(p);
     switch (poison) {
       case Poison::Fifo: REQUIRE(::mkfifo(p.c_str(), 0600) == 0); break;
@@ -197,6 +215,7 @@ void bad_cache_entries(Poison poison, const char* what) {
         fs::resize_file(p, std::uintmax_t{2} << 30);  // sparse: no disk blocks
         break;
       case Poison::Garbage: std::ofstream(p) << "kiln-autotune 4\nkey \x01\x02 garbage\n"; break;
+      case Poison::ForeignConfig: break;
     }
   }
   auto f = kiln::compile<kiln::MaxAutotune>(tuned_program);
@@ -245,3 +264,6 @@ TEST_CASE("a garbage autotune cache entry is ignored and rewritten") { bad_cache
 TEST_CASE("an autotune cache entry linked to /dev/zero is ignored and rewritten") { bad_cache_entries(Poison::DevZero, "devzero"); }
 TEST_CASE("a 2 GiB sparse autotune cache entry is ignored promptly and rewritten") { bad_cache_entries(Poison::Huge, "huge"); }
 TEST_CASE("an autotune cache entry that is a FIFO does not block the call") { bad_cache_entries(Poison::Fifo, "fifo"); }
+TEST_CASE("an autotune cache entry with a configuration the kernel does not offer is ignored and rewritten") {
+  bad_cache_entries(Poison::ForeignConfig, "foreign");
+}

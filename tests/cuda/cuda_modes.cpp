@@ -76,6 +76,12 @@ TEST_CASE("MaxAutotune tunes on the device and gives the same result") {
   ref::check_close(f(x = xd, w = wd, b = bd).cpu(), want(xt, wt, bt), 1e-4, 1e-6);
   CHECK(f.autotune_stats().tuned + f.autotune_stats().from_cache == static_cast<int>(f.kernel_count()));
   CHECK(f.explain().find("threads/block") != std::string::npos);
+  // A second object reads every choice back: what tuning stores is a configuration the kernels
+  // offer when the cache is read (runtime/autotune.hpp, offered).
+  auto g = kiln::compile<kiln::MaxAutotune>(ffn);
+  ref::check_close(g(x = xd, w = wd, b = bd).cpu(), want(xt, wt, bt), 1e-4, 1e-6);
+  CHECK(g.autotune_stats().tuned == 0);
+  CHECK(g.autotune_stats().from_cache == f.autotune_stats().tuned + f.autotune_stats().from_cache);
 }
 
 TEST_CASE("profile() times each kernel on the device") {

@@ -25,6 +25,7 @@ struct LaunchConfig {
   int chunks = 0;           // CPU row kernels without stages: tasks per row; CUDA: the load path
   int variant = 0;          // CPU GEMM: 1 row panels, 2 column panels, 3 the GEMV loop; CUDA: layout or algorithm
   index_t panel_bytes = 0;  // CPU GEMM: the epilogue's panel size
+  friend constexpr bool operator==(const LaunchConfig&, const LaunchConfig&) = default;
 };
 
 // Elements of a stage input a row cache holds. The planner sets RowArgs::row_cache for rows up

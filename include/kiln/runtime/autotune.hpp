@@ -17,6 +17,7 @@
 #define KILN_AUTOTUNE_POSIX 0
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/backend/cpu/parallel.hpp"
 #include "kiln/core/fixed_string.hpp"
@@ -224,6 +226,19 @@ class AutotuneCache {
 
   fs::path dir_;
 };
+
+// Whether a cached configuration is one the kernel offers: Default's, or one of its candidates
+// for these arguments. Any other (a file edited by hand, or written when the candidates were
+// other ones) is ignored as a corrupt file is, so no configuration reaches a kernel that its
+// candidates() would not have produced.
+inline bool offered(const lower::LaunchConfig& c, const std::vector<lower::LaunchConfig>& candidates) {
+  return c == lower::LaunchConfig{} || std::find(candidates.begin(), candidates.end(), c) != candidates.end();
+}
+inline void warn_not_offered(const lower::LaunchConfig& c) {
+  warn("ignoring an autotune cache entry: its configuration (threads " + std::to_string(c.threads) + ", chunks " +
+       std::to_string(c.chunks) + ", variant " + std::to_string(c.variant) + ", panel bytes " + std::to_string(c.panel_bytes) +
+       ") is not one this kernel offers; it will be tuned again and rewritten");
+}
 
 // How many kernels a compiled function tuned, and how many it read from the cache.
 struct AutotuneStats {

@@ -161,6 +161,7 @@ class CpuExecutor {
       if (!st.runs(G) || pr.writes_input) return;
       const auto hit = cache.load(tune_key<G>(st));
       if (!hit) return;
+      if (!offered(hit->config, cpu::candidates<Desc>(pr.args))) return warn_not_offered(hit->config);
       pr.args.config = hit->config;
       cpu::prepare<Desc>(pr.args, std::get<G>(cs.ws));
       from_cache[G] = true;

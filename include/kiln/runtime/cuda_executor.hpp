@@ -318,11 +318,23 @@ class CudaExecutor {
       if (!st.runs(G) || st.template slot<G>().writes_input) return;
       const auto hit = cache.load(tune_key<G>(st));
       if (!hit) return;
+      if (!offered(hit->config, candidates_of<G>(st, cs))) return warn_not_offered(hit->config);
       cs.kernels[G].config = hit->config;
       from_cache[G] = true;
       ++stats.from_cache;
       st.tune_notes[G] = describe_cuda<Desc>(hit->config) + ", from the cache (" + std::to_string(hit->ms) + " ms when tuned)";
     });
+  }
+
+  // Kernel G's launch candidates: block sizes and row layouts, or a GEMM's algorithms.
+  template <int G>
+  static std::vector<lower::LaunchConfig> candidates_of(const Plan& st, const State& cs) {
+    using Desc = typename Plan::template desc<G>;
+    const auto& pr = st.template slot<G>();
+    if constexpr (requires { pr.args.epilogue; })
+      return cuda::gemm_candidates(cs.kernels[G].gemm_plan.get(),
+                                   cuda::tc_gemm_offered<Desc> && cuda::tc_gemm_applies(pr.args, Desc::has_epilogue));
+    else return cuda::candidates<Desc>();
   }
 
   // MaxAutotune on CUDA: each candidate (block size and row layout; the heuristic's first
@@ -331,15 +343,10 @@ class CudaExecutor {
   template <int G>
   static void tune(Plan& st, State& cs, cudaStream_t stream, AutotuneStats& stats) {
     using Desc = typename Plan::template desc<G>;
-    auto& pr = st.template slot<G>();
     auto& k = cs.kernels[G];
     const std::string key = tune_key<G>(st);
     const AutotuneCache cache;
-    std::vector<lower::LaunchConfig> cands;
-    if constexpr (requires { pr.args.epilogue; })
-      cands = cuda::gemm_candidates(k.gemm_plan.get(),
-                                    cuda::tc_gemm_offered<Desc> && cuda::tc_gemm_applies(pr.args, Desc::has_epilogue));
-    else cands = cuda::candidates<Desc>();
+    std::vector<lower::LaunchConfig> cands = candidates_of<G>(st, cs);
     TuneChoice choice;
     std::string notes;
     cuda::Event e0, e1;
