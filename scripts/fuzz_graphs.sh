@@ -4,7 +4,8 @@
 # JOBS at a time (default: every core; a compile of 8 graphs takes about 3 GB), each built and
 # then run. Every graph is compiled in every mode and backend and compared with a float64
 # reference, its gradient with finite differences. Prints each executable's summary, the
-# mismatching graphs with their expressions, and the totals; exits 1 on any mismatch.
+# mismatching graphs with their expressions, and the totals; then minimises each failing graph
+# and saves it as a regression test (tests/fuzz/regressions.inc). Exits 1 on any mismatch.
 #   bash scripts/fuzz_graphs.sh [build dir]        default build dir: build-fuzz
 #   BATCHES=<n> PROGRAMS=<n> JOBS=<n> ...
 #   GPU=1 ...                                      run the graphs on the GPU (a CUDA build)
@@ -18,7 +19,8 @@ JOBS=${JOBS:-$(nproc)}
 cuda=OFF
 [ "${GPU:-0}" = 1 ] && cuda=ON
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES=OFF \
-  -DKILN_ENABLE_CUDA=$cuda -DKILN_FUZZ_SWEEP="$BATCHES" -DKILN_FUZZ_SWEEP_PROGRAMS="$PROGRAMS" > /dev/null || exit 1
+  -DKILN_ENABLE_CUDA=$cuda -DKILN_FUZZ_SWEEP="$BATCHES" -DKILN_FUZZ_SWEEP_PROGRAMS="$PROGRAMS" -DKILN_FUZZ_MINIMISE= \
+  > /dev/null || exit 1
 mkdir -p "$BUILD/fuzz_graphs"
 rm -f "$BUILD"/fuzz_graphs/*.log
 flag=""
@@ -44,3 +46,22 @@ awk '/^differential:/ { for (i = 1; i <= NF; ++i) { if ($(i+1) ~ /^graphs,/) g +
      /build failed/ { f++ }
      END { printf "total: %d executables, %d graphs, %d runs, %d values compared, %d mismatches, %d failed builds\n", n, g, r, v, m, f;
            exit (m > 0 || f > 0 || n == 0) }' "$BUILD"/fuzz_graphs/*.log
+status=$?
+
+# Minimise the failing programs (the first 8): each subtree of the graph checked alone, the
+# smallest that fails appended to tests/fuzz/regressions.inc, where CI checks it from then on.
+failed=$(sed -n 's/^MISMATCH in program \([0-9]*\).*/\1/p' "$BUILD"/fuzz_graphs/*.log | sort -un | head -8)
+if [ -n "$failed" ]; then
+  cmake -S . -B "$BUILD" -DKILN_FUZZ_MINIMISE="$(echo $failed | tr ' ' ';')" > /dev/null || exit 1
+  for p in $failed; do
+    cmake --build "$BUILD" -j "$JOBS" --target differential_minimise_$p > "$BUILD/fuzz_graphs/minimise_$p.build" 2>&1 ||
+      { tail -20 "$BUILD/fuzz_graphs/minimise_$p.build"; continue; }
+    "$BUILD/tests/differential_minimise_$p" $flag | tee "$BUILD/fuzz_graphs/minimise_$p.txt" | grep -v '^  '
+    line=$(sed -n 's/^regression: //p' "$BUILD/fuzz_graphs/minimise_$p.txt")
+    if [ -n "$line" ] && ! grep -qxF "$line" tests/fuzz/regressions.inc; then
+      echo "$line" >> tests/fuzz/regressions.inc
+      echo "added to tests/fuzz/regressions.inc: $line"
+    fi
+  done
+fi
+exit $status

@@ -34,6 +34,15 @@ inline constexpr double kTol<kiln::f16> = 2e-2;
 template <>
 inline constexpr double kTol<kiln::bf16> = 1.25e-1;
 
+// The element type's name in C++, for a regression line.
+template <class T>
+constexpr const char* type_name_cpp() {
+  if constexpr (std::is_same_v<T, double>) return "double";
+  else if constexpr (std::is_same_v<T, float>) return "float";
+  else if constexpr (std::is_same_v<T, kiln::f16>) return "kiln::f16";
+  else return "kiln::bf16";
+}
+
 template <class T>
 constexpr const char* type_name() {
   if constexpr (std::is_same_v<T, double>) return "f64";
@@ -324,28 +333,57 @@ void run_all_modes(Stats& st, const std::vector<Shape2>& shapes, std::uint64_t s
   run_mode<P, T, kiln::Eager>(st, shapes, seed, dev, "Eager backend");
 }
 
-// Program Seed: K graphs of seeds mix(Seed + k) and depths 1 to 3, checked in one element type
-// (f32 for 2 seeds in 5, else f64, f16 or bf16) in every mode, and in f64 for the gradient.
-template <class P>
-void run_program(Stats& st, std::uint64_t seed, kiln::Device dev, bool list = false) {
-  if (list) {
-    for (int k = 0; k < P::size; ++k) std::printf("program %llu, graph %d = %s\n", static_cast<unsigned long long>(seed), k, P::str(k).c_str());
-    return;
-  }
+// Program P checked in element type T (every mode) and in f64 (its gradient), on the shapes and
+// inputs drawn from seed. Returns whether it passed; prints what failed and the graphs.
+template <class P, class T>
+bool check_program(Stats& st, std::uint64_t seed, kiln::Device dev, const std::string& name) {
   const auto shapes = shapes_for(seed);
   const long before = st.mismatches;
-  switch (mix(seed ^ 0xd7) % 5) {
-    case 0: run_all_modes<P, double>(st, shapes, seed, dev); break;
-    case 1: run_all_modes<P, kiln::f16>(st, shapes, seed, dev); break;
-    case 2: run_all_modes<P, kiln::bf16>(st, shapes, seed, dev); break;
-    default: run_all_modes<P, float>(st, shapes, seed, dev); break;
-  }
+  run_all_modes<P, T>(st, shapes, seed, dev);
   check_gradient<P>(st, shapes[1], seed, dev);
   st.graphs += P::size;
-  if (st.mismatches != before) {
-    std::printf("MISMATCH in program %llu: %s\n", static_cast<unsigned long long>(seed), st.last_failure.c_str());
-    for (int k = 0; k < P::size; ++k) std::printf("  graph %d = %s\n", k, P::str(k).c_str());
+  if (st.mismatches == before) return true;
+  std::printf("MISMATCH in %s (%s, input seed %llu): %s\n", name.c_str(), type_name<T>(),
+              static_cast<unsigned long long>(seed), st.last_failure.c_str());
+  for (int k = 0; k < P::size; ++k) std::printf("  graph %d = %s\n", k, P::str(k).c_str());
+  return false;
+}
+
+// Program `index` (seed `seed`): its element type is drawn from the seed, f32 for 2 seeds in 5,
+// else f64, f16 or bf16. Fn is called as fn.template operator()<T>().
+template <class Fn>
+decltype(auto) with_element_type(std::uint64_t seed, Fn&& fn) {
+  switch (mix(seed ^ 0xd7) % 5) {
+    case 0: return fn.template operator()<double>();
+    case 1: return fn.template operator()<kiln::f16>();
+    case 2: return fn.template operator()<kiln::bf16>();
+    default: return fn.template operator()<float>();
   }
+}
+
+template <class P>
+void run_program(Stats& st, long index, std::uint64_t seed, kiln::Device dev, bool list = false) {
+  if (list) {
+    for (int k = 0; k < P::size; ++k) std::printf("program %ld, graph %d = %s\n", index, k, P::str(k).c_str());
+    return;
+  }
+  with_element_type(seed, [&]<class T>() { return check_program<P, T>(st, seed, dev, "program " + std::to_string(index)); });
+}
+
+// Minimising a failing program of one graph: every subtree of the graph (smallest first) checked
+// as a program of its own, in the same element type on the same shapes and inputs. Prints each
+// subtree that fails and, for the smallest, the line that makes it a regression test
+// (tests/fuzz/regressions.inc). Returns whether any failed.
+template <class T, class... Subtrees>
+bool minimise(Stats& st, std::uint64_t seed, kiln::Device dev, TypeList<Subtrees...>) {
+  std::string smallest;
+  auto try_one = [&]<class S>() {
+    if (!check_program<Program<S>, T>(st, seed, dev, "subtree " + S::str()) && smallest.empty())
+      smallest = "KILN_FUZZ_REGRESSION(" + std::string(type_name_cpp<T>()) + ", " + std::to_string(seed) + "ull, " + S::spelling() + ")";
+  };
+  (try_one.template operator()<Subtrees>(), ...);
+  if (!smallest.empty()) std::printf("regression: %s\n", smallest.c_str());
+  return !smallest.empty();
 }
 
 template <std::uint64_t Seed, std::uint64_t... K>

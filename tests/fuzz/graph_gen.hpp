@@ -5,8 +5,8 @@
 // Every value of a graph is an [M, N] matrix (N even); M and N are chosen when it runs, so one
 // compiled graph is checked on several shapes. G<Seed, Depth> is a leaf (x or y) at depth 0 and
 // otherwise an op drawn from kOps by the seed, whose operands are graphs of smaller depth with
-// seeds derived from it. The ops keep the [M, N] shape, and reach every kind of kernel: pointwise
-// and broadcast operands, reductions broadcast back, last-axis normalisations, GEMMs with and
+// seeds derived from it; it is spelled Node<Op, A[, B]>, the form regression tests use. The ops
+// keep the [M, N] shape, and reach every kind of kernel: pointwise and broadcast operands, reductions broadcast back, last-axis normalisations, GEMMs with and
 // without an epilogue, transposed and permuted views, axis copies (concat, chunk, slices, windows
 // at a run-time position), embedding rows, rotary embedding, fused attention, dropout, casts.
 // Operands that could overflow are bounded first (exp(tanh a), log(1 + a^2)), so a graph is
@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "../reference.hpp"
 #include "kiln/core/philox.hpp"
@@ -295,15 +296,32 @@ struct op_at;
 template <int I, class... Ops>
 struct op_at<I, OpList<Ops...>> : nth<I, Ops...> {};
 
-// A graph: its seed, depth, op (or leaf) and operands.
-template <std::uint64_t Seed, int Depth>
-struct G {
-  static constexpr bool leaf = Depth == 0;
-  using Op = typename op_at<static_cast<int>(mix(Seed) % kOps::size), kOps>::type;
-  // Operand a has depth Depth - 1, operand b a depth drawn in [0, Depth - 1], so trees vary.
-  using A = G<mix(Seed ^ 0xa5a5), Depth - 1>;
-  using B = G<mix(Seed ^ 0x5a5a), static_cast<int>(mix(Seed ^ 0x77) % Depth)>;
-
+// A graph spelled by its structure: the leaves X and Y, and Node<Op, A> or Node<Op, A, B>. Each
+// offers uses() (its leaves' bits), build<L>() (the kiln expression over leaf symbols L),
+// eval(env) (float64), str() (readable) and spelling() (the C++ type, for a regression test: a
+// graph named by its structure keeps its meaning when kOps changes, a seed does not).
+struct X {
+  static constexpr unsigned uses() { return kX; }
+  template <class L>
+  static constexpr auto build() { return L::x; }
+  static ref::Array eval(const Env& e) { return e.note(e.x); }
+  static std::string str() { return "x"; }
+  static std::string spelling() { return "X"; }
+};
+struct Y {
+  static constexpr unsigned uses() { return kY; }
+  template <class L>
+  static constexpr auto build() { return L::y; }
+  static ref::Array eval(const Env& e) { return e.note(e.y); }
+  static std::string str() { return "y"; }
+  static std::string spelling() { return "Y"; }
+};
+template <class Op, class A, class B = void>
+struct Node {
+  static_assert((Op::arity == 1) == std::is_void_v<B>, "Node: give an op as many operands as its arity");
+  using op = Op;
+  using a = A;
+  using b = B;
   static constexpr unsigned uses() {
     if constexpr (Op::arity == 1) return Op::uses | A::uses();
     else return Op::uses | A::uses() | B::uses();
@@ -314,24 +332,60 @@ struct G {
     else return Op::template build<L>(A::template build<L>(), B::template build<L>());
   }
   static ref::Array eval(const Env& e) {
-    const ref::Array a = A::eval(e);
-    return e.note(Op::eval(e, a, Op::arity == 1 ? a : B::eval(e)));
+    const ref::Array x = A::eval(e);
+    if constexpr (Op::arity == 1) return e.note(Op::eval(e, x, x));
+    else return e.note(Op::eval(e, x, B::eval(e)));
   }
   static std::string str() {
-    return std::string(Op::name) + "(" + A::str() + (Op::arity == 1 ? "" : ", " + B::str()) + ")";
+    if constexpr (Op::arity == 1) return std::string(Op::name) + "(" + A::str() + ")";
+    else return std::string(Op::name) + "(" + A::str() + ", " + B::str() + ")";
+  }
+  static std::string spelling() {
+    if constexpr (Op::arity == 1) return std::string("Node<op::") + Op::name + ", " + A::spelling() + ">";
+    else return std::string("Node<op::") + Op::name + ", " + A::spelling() + ", " + B::spelling() + ">";
   }
 };
+
+// The graph drawn from a seed: a leaf at depth 0, else the op kOps[mix(Seed) % size] over
+// operand a of depth Depth - 1 and (for two operands) b of a depth drawn in [0, Depth - 1], so
+// trees vary; the operands' seeds are derived from Seed.
+template <std::uint64_t Seed, int Depth>
+struct Draw {
+  using Op = typename op_at<static_cast<int>(mix(Seed) % kOps::size), kOps>::type;
+  using A = typename Draw<mix(Seed ^ 0xa5a5), Depth - 1>::type;
+  using type = std::conditional_t<Op::arity == 1, Node<Op, A>,
+                                  Node<Op, A, typename Draw<mix(Seed ^ 0x5a5a), static_cast<int>(mix(Seed ^ 0x77) % Depth)>::type>>;
+};
 template <std::uint64_t Seed>
-struct G<Seed, 0> {
-  static constexpr bool x_leaf = mix(Seed) % 2 == 0;
-  static constexpr unsigned uses() { return x_leaf ? kX : kY; }
-  template <class L>
-  static constexpr auto build() {
-    if constexpr (x_leaf) return L::x;
-    else return L::y;
-  }
-  static ref::Array eval(const Env& e) { return e.note(x_leaf ? e.x : e.y); }
-  static std::string str() { return x_leaf ? "x" : "y"; }
+struct Draw<Seed, 0> {
+  using type = std::conditional_t<mix(Seed) % 2 == 0, X, Y>;
+};
+template <std::uint64_t Seed, int Depth>
+using G = typename Draw<Seed, Depth>::type;
+
+// The subtrees of a graph, each before the graphs that contain it, leaves left out (they are
+// not programs): the candidates a failing graph is minimised over.
+template <class... Ts>
+struct TypeList {};
+template <class... Ls>
+struct concat_lists;
+template <class... A>
+struct concat_lists<TypeList<A...>> {
+  using type = TypeList<A...>;
+};
+template <class... A, class... B, class... Rest>
+struct concat_lists<TypeList<A...>, TypeList<B...>, Rest...> : concat_lists<TypeList<A..., B...>, Rest...> {};
+template <class Graph>
+struct subtrees {
+  using type = TypeList<>;  // a leaf
+};
+template <class Op, class A, class B>
+struct subtrees<Node<Op, A, B>> {
+  using type = typename concat_lists<typename subtrees<A>::type, typename subtrees<B>::type, TypeList<Node<Op, A, B>>>::type;
+};
+template <class Op, class A>
+struct subtrees<Node<Op, A, void>> {
+  using type = typename concat_lists<typename subtrees<A>::type, TypeList<Node<Op, A>>>::type;
 };
 
 }  // namespace fuzz
