@@ -7,7 +7,7 @@
 # mismatching graphs with their expressions, and the totals; then minimises each failing graph
 # and saves it as a regression test (tests/fuzz/regressions.inc). Exits 1 on any mismatch.
 #   bash scripts/fuzz_graphs.sh [build dir]        default build dir: build-fuzz
-#   BATCHES=<n> PROGRAMS=<n> JOBS=<n> ...
+#   BATCHES=<n> PROGRAMS=<n> JOBS=<n> FIRST=<program> ...
 #   GPU=1 ...                                      run the graphs on the GPU (a CUDA build)
 # A graph costs about 6 s of one core to compile, so 10,000 graphs are about 17 core-hours.
 set -uo pipefail
@@ -15,11 +15,12 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-fuzz}
 BATCHES=${BATCHES:-64}
 PROGRAMS=${PROGRAMS:-8}
+FIRST=${FIRST:-1000}
 JOBS=${JOBS:-$(nproc)}
 cuda=OFF
 [ "${GPU:-0}" = 1 ] && cuda=ON
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON -DKILN_BUILD_EXAMPLES=OFF \
-  -DKILN_ENABLE_CUDA=$cuda -DKILN_FUZZ_SWEEP="$BATCHES" -DKILN_FUZZ_SWEEP_PROGRAMS="$PROGRAMS" -DKILN_FUZZ_MINIMISE= \
+  -DKILN_ENABLE_CUDA=$cuda -DKILN_FUZZ_SWEEP="$BATCHES" -DKILN_FUZZ_SWEEP_PROGRAMS="$PROGRAMS" -DKILN_FUZZ_SWEEP_FIRST="$FIRST" -DKILN_FUZZ_MINIMISE= \
   > /dev/null || exit 1
 mkdir -p "$BUILD/fuzz_graphs"
 rm -f "$BUILD"/fuzz_graphs/*.log

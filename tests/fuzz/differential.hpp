@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 
@@ -147,10 +148,15 @@ struct Program {
     return (Gs::template build<L>() + ...);
   }
   // Each graph's reference value, and the largest magnitude among its values.
+  // Every graph must keep the [M, N] shape (the generator's invariant); one that does not is a
+  // defect of the generator, reported as such.
   static std::vector<ref::Array> eval(const Env& e, std::vector<double>& scale) {
     std::vector<ref::Array> out;
     scale.clear();
     ((e.magnitude = 0, out.push_back(Gs::eval(e)), scale.push_back(e.magnitude)), ...);
+    for (std::size_t k = 0; k < out.size(); ++k)
+      if (out[k].shape != std::vector<std::size_t>{e.M, e.N})
+        throw std::logic_error("the fuzzer's generator: graph " + str(static_cast<int>(k)) + " is not [M, N]; fix its op");
     return out;
   }
   static ref::Array eval_sum(const Env& e) {

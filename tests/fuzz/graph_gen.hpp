@@ -206,10 +206,14 @@ KILN_FUZZ_OP(swap_halves, 1, 0, kiln::swap_halves<1>(a), r::hcat(r::cols(a, e.N 
 KILN_FUZZ_OP(chunk_concat, 2, 0,
              (kiln::concat<1>(std::get<0>(kiln::chunk<2, 1>(a)) * std::get<1>(kiln::chunk<2, 1>(b)), std::get<0>(kiln::chunk<2, 1>(b)))),
              r::hcat(r::mul(r::cols(a, 0, e.N / 2), r::cols(b, e.N / 2, e.N)), r::cols(b, 0, e.N / 2)))
-KILN_FUZZ_OP(slice_concat, 1, 0, (kiln::concat<1>(kiln::slice<1, 1, 2>(a), kiln::slice<1, 0, 1>(a)) + kiln::sum<1, true>(a)),
+// Columns 1 and 0 side by side ([M, 2]), weighted 1 and 2 by their column index and summed
+// back onto a: a + a[:, 1] + 2 a[:, 0].
+KILN_FUZZ_OP(slice_concat, 1, 0,
+             (a + kiln::sum<1, true>([](auto c) { return c * (kiln::column_index(c) + 1.0); }(
+                      kiln::concat<1>(kiln::slice<1, 1, 2>(a), kiln::slice<1, 0, 1>(a))))),
              [&] {
-               const auto s = ref::reduce(a, 1, ref::Red::Sum, true);
-               return r::add(r::hcat(r::cols(a, 1, 2), r::cols(a, 0, 1)), s);
+               const auto s = ref::zip(r::cols(a, 1, 2), r::cols(a, 0, 1), [](double p, double q) { return p + 2 * q; });
+               return r::add(a, s);
              }())
 KILN_FUZZ_OP(write_col, 2, kPos, (kiln::write_slice<1>(a, L::pos, kiln::slice<1, 0, 1>(b))),
              [&] {

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,18 @@ class JsonConfig {
     if (!v.is_boolean()) fail_key(key, "is " + v.dump() + ", not true or false");
     return v.get<bool>();
   }
+  // An integer or a list of integers (HF's eos_token_id may be either), each in [min, max].
+  std::vector<long> integers(const std::string& key, std::vector<long> fallback, long min = std::numeric_limits<long>::min(),
+                             long max = std::numeric_limits<long>::max()) const {
+    if (!has(key)) return fallback;
+    if (!json_[key].is_array()) return {integer(key, 0, min, max)};
+    std::vector<long> out;
+    for (std::size_t i = 0; i < json_[key].size(); ++i) {
+      const JsonConfig item = element(key, i);
+      out.push_back(item.integer(key, 0, min, max));
+    }
+    return out;
+  }
   std::string string(const std::string& key, const std::string& fallback) const {
     if (!has(key)) return fallback;
     const auto& v = json_[key];
@@ -110,6 +123,15 @@ class JsonConfig {
 
  private:
   JsonConfig() = default;
+  // Element i of the array under key, as the only value of a config (so that integer() reads it
+  // with its checks and names the key).
+  JsonConfig element(const std::string& key, std::size_t i) const {
+    JsonConfig c;
+    c.what_ = what_;
+    c.json_ = nlohmann::json::object();
+    c.json_[key] = json_[key][i];
+    return c;
+  }
   void parse(const std::string& text) {
     try {
       json_ = nlohmann::json::parse(text);
@@ -120,6 +142,17 @@ class JsonConfig {
   }
   std::string what_;
   nlohmann::json json_;
+};
+
+// The special tokens generation reads from a model's configuration: eos_token_id (one id or a
+// list; none if absent) and pad_token_id (-1 if absent).
+struct SpecialTokens {
+  std::vector<long> eos_token_ids;
+  long pad_token_id = -1;
+  void read(const JsonConfig& c) {
+    eos_token_ids = c.integers("eos_token_id", {}, 0);
+    pad_token_id = c.integer("pad_token_id", -1, 0);
+  }
 };
 
 // A model directory's weights: dir/model.safetensors, or else the shards listed by

@@ -9,12 +9,13 @@
 namespace kiln::models {
 
 // GPT-2's configuration: Hugging Face's GPT2Config keys and defaults.
-struct GPT2Config {
+struct GPT2Config : SpecialTokens {
   long vocab_size = 50257, n_positions = 1024, n_embd = 768, n_layer = 12, n_head = 12, n_inner = 3072;
   double layer_norm_epsilon = 1e-5;
 
   static GPT2Config from(const JsonConfig& c) {
     GPT2Config g;
+    g.read(c);
     constexpr long kMaxExtent = long{1} << 31;
     g.vocab_size = c.integer("vocab_size", g.vocab_size, 1, kMaxExtent);
     g.n_positions = c.integer("n_positions", g.n_positions, 1, kMaxExtent);
@@ -35,6 +36,8 @@ struct GPT2Config {
     return g;
   }
   long head_dim() const { return n_embd / n_head; }
+  long kv_heads() const { return n_head; }
+  long max_positions() const { return n_positions; }
 
  private:
   [[noreturn]] static void unsupported(const JsonConfig& c, const std::string& why) {

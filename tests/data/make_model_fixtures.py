@@ -1,0 +1,60 @@
+"""Writes the model fixtures of tests/models_*.cpp: for each architecture, a small model with
+random weights saved by Hugging Face transformers (config.json, model.safetensors) as
+from_pretrained reads it, and reference.safetensors with input_ids, the logits HF computes for
+them in float64, and the 8 tokens HF's greedy generate (float64, with its KV cache) appends.
+Weights are drawn with 10 times the usual initial spread, so that the tokens generated depend
+on the context, and the biases and norm weights are random too.
+    python3 tests/data/make_model_fixtures.py [output dir]      (needs torch and transformers)
+writes gpt2_tiny, llama_tiny and gemma_tiny under the output dir (default: tests/data).
+"""
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+
+
+def write(name, model, seed, vocab):
+    model = model.eval()
+    with torch.no_grad():  # biases and norms start at 0 and 1 (0 for Gemma): make them random
+        for pname, p in model.named_parameters():
+            if pname.endswith("bias") or "ln_" in pname or "norm" in pname:
+                p.add_(0.1 * torch.randn_like(p))
+    path = os.path.join(out, name)
+    model.save_pretrained(path, safe_serialization=True)
+    gen_config = os.path.join(path, "generation_config.json")
+    if os.path.exists(gen_config):
+        os.remove(gen_config)
+    torch.manual_seed(seed + 100)
+    input_ids = torch.randint(0, vocab, (2, 11))
+    with torch.no_grad():
+        model = model.double()
+        logits = model(input_ids).logits
+        # An explicit mask: without one, generate masks every token equal to pad_token_id.
+        generated = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=8,
+                                   do_sample=False, pad_token_id=0)
+    save_file({"input_ids": input_ids.contiguous(), "logits": logits.contiguous(), "generated": generated.contiguous()},
+              os.path.join(path, "reference.safetensors"))
+
+
+torch.manual_seed(0)
+gpt2 = GPT2Config(vocab_size=96, n_positions=32, n_embd=48, n_layer=2, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+                  attn_pdrop=0.0, initializer_range=0.2)
+write("gpt2_tiny", GPT2LMHeadModel(gpt2), -100, 96)
+
+# Grouped-query attention (4 query heads, 2 key/value heads), untied head.
+torch.manual_seed(1)
+llama = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=32, rms_norm_eps=1e-5, rope_theta=500.0,
+                    initializer_range=0.2)
+write("llama_tiny", LlamaForCausalLM(llama), 1, 96)
+
+# One key/value head, head_dim 32 where hidden_size / heads is 16, tied head.
+torch.manual_seed(2)
+gemma = GemmaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=1, head_dim=32, max_position_embeddings=32, hidden_activation="gelu_pytorch_tanh",
+                    initializer_range=0.2)
+write("gemma_tiny", GemmaForCausalLM(gemma), 2, 96)

@@ -1,0 +1,123 @@
+// What the tests of kiln::models share: a fixture written by tests/data/make_model_fixtures.py
+// (a Hugging Face model with random weights in tests/data/<name>, and reference.safetensors
+// with input_ids [2, 11], transformers' float64 logits for them and the 8 tokens its greedy
+// generate appends), and checks of a kiln model against it.
+#pragma once
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/io/safetensors.hpp"
+#include "on_device.hpp"
+
+namespace model_cases {
+namespace fs = std::filesystem;
+
+inline std::string fixture(const std::string& name) { return KILN_TEST_DATA_DIR "/" + name; }
+
+struct Reference {
+  kiln::Tensor<kiln::i64> ids, generated;
+  kiln::Tensor<double> logits;
+};
+inline Reference reference(const std::string& dir, std::size_t vocab) {
+  kiln::io::SafetensorsFile f(dir + "/reference.safetensors");
+  auto integers = [&](const std::string& name) {
+    const auto v = f.get_integers(name);
+    return kiln::from_vector(std::vector<kiln::i64>(v.begin(), v.end()), f.info(name).shape);
+  };
+  Reference r{integers("input_ids"), integers("generated"), f.get<double>("logits")};
+  REQUIRE(r.ids.shape() == kiln::Shape{2, 11});
+  REQUIRE(r.generated.shape() == kiln::Shape{2, 19});
+  REQUIRE(r.logits.shape() == kiln::Shape{2, 11, vocab});
+  return r;
+}
+
+// max |got - want| over max |want|, the logits' scale.
+template <class T>
+double relative_error(const kiln::Tensor<T>& got_dev, const kiln::Tensor<double>& want) {
+  const auto got = got_dev.cpu();
+  REQUIRE(got.shape() == want.shape());
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < want.numel(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  REQUIRE(scale > 0.1);  // the fixture's logits are not near zero: the check means something
+  return err / scale;
+}
+
+// Model M (kiln::models::GPT2<float>, say) loaded from dir and compiled with Policies: the
+// error of its logits; a second call must give the same.
+template <class M, class... Policies>
+double error_of(const std::string& dir, const Reference& r) {
+  const auto lm = M::from_pretrained(dir, cases::device());
+  auto fast = kiln::compile<Policies...>(lm);
+  const auto ids = r.ids.to(cases::device());
+  const double first = relative_error(fast(ids), r.logits);
+  CHECK(relative_error(fast(ids), r.logits) == first);
+  return first;
+}
+
+// Greedy generate picks transformers' 8 tokens (the fixture's generate was given
+// pad_token_id 0, and its configuration's eos_token_id); with none asked for, the prompt comes
+// back.
+template <class M, class... Policies>
+void generates_as_hf(const std::string& dir, const Reference& r) {
+  const auto lm = M::from_pretrained(dir, cases::device());
+  auto fast = kiln::compile<Policies...>(lm);
+  const auto got = fast.generate(r.ids.to(cases::device()), {.max_new_tokens = 8, .pad_token_id = 0}).cpu();
+  REQUIRE(got.shape() == r.generated.shape());
+  for (std::size_t i = 0; i < got.numel(); ++i) {
+    INFO("token " << i % 19 << " of sequence " << i / 19);
+    CHECK(got[i] == r.generated[i]);
+  }
+  CHECK(fast.generate(r.ids.to(cases::device()), {.max_new_tokens = 0}).shape() == kiln::Shape{2, 11});
+}
+
+// Decoding through the KV cache agrees with the forward call without one: every token
+// generate picks (no end-of-sequence token, so none is padded) is the argmax of the forward
+// logits of the sequence before it.
+template <class M, class... Policies>
+void cache_agrees_with_forward(const std::string& dir, const Reference& r) {
+  const auto lm = M::from_pretrained(dir, cases::device());
+  auto fast = kiln::compile<Policies...>(lm);
+  const auto out = fast.generate(r.ids.to(cases::device()), {.max_new_tokens = 8, .eos_token_id = std::vector<long>{}}).cpu();
+  REQUIRE(out.shape() == kiln::Shape{2, 19});
+  std::vector<kiln::i64> prefix;
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t i = 0; i < 18; ++i) prefix.push_back(out.at({b, i}));
+  const auto logits = fast(kiln::from_vector(prefix, kiln::Shape{2, 18}, cases::device())).cpu();
+  const std::size_t V = logits.shape()[2];
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t i = 10; i < 18; ++i) {
+      std::size_t best = 0;
+      for (std::size_t v = 1; v < V; ++v)
+        if (logits.at({b, i, v}) > logits.at({b, i, best})) best = v;
+      INFO("sequence " << b << ", position " << i + 1);
+      CHECK(out.at({b, i + 1}) == static_cast<kiln::i64>(best));
+    }
+}
+
+// A copy of a fixture's directory with config.json edited by `edit` (a JSON text transform).
+inline std::string edited_copy(const std::string& dir, const std::string& name,
+                               const std::function<std::string(std::string)>& edit) {
+  const fs::path out = fs::temp_directory_path() / ("kiln_model_" + name + "_" + std::to_string(::getpid()));
+  fs::create_directories(out);
+  fs::copy_file(dir + "/model.safetensors", out / "model.safetensors", fs::copy_options::overwrite_existing);
+  std::ifstream in(dir + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(out / "config.json") << edit(text);
+  return out.string();
+}
+inline std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+}  // namespace model_cases
