@@ -1,23 +1,25 @@
 """Writes the model fixtures of tests/models_*.cpp: for each architecture, a small model with
 random weights saved by Hugging Face transformers (config.json, model.safetensors) as
 from_pretrained reads it, and reference.safetensors with input_ids, the logits HF computes for
-them in float64, and the 8 tokens HF's greedy generate (float64, with its KV cache) appends.
+them in float64, and the 8 tokens HF's greedy generate (float64, with its KV cache) appends
+(for ViT: pixel_values and the logits).
 Weights are drawn with 10 times the usual initial spread, so that the tokens generated depend
 on the context, and the biases and norm weights are random too.
     python3 tests/data/make_model_fixtures.py [output dir]      (needs torch and transformers)
-writes gpt2_tiny, llama_tiny and gemma_tiny under the output dir (default: tests/data).
+writes gpt2_tiny, llama_tiny, gemma_tiny and vit_tiny under the output dir (default: tests/data).
 """
 import os
 import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          ViTConfig, ViTForImageClassification)
 
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 
 
-def write(name, model, seed, vocab):
+def save(name, model):
     model = model.eval()
     with torch.no_grad():  # biases and norms start at 0 and 1 (0 for Gemma): make them random
         for pname, p in model.named_parameters():
@@ -28,6 +30,11 @@ def write(name, model, seed, vocab):
     gen_config = os.path.join(path, "generation_config.json")
     if os.path.exists(gen_config):
         os.remove(gen_config)
+    return model, path
+
+
+def write(name, model, seed, vocab):
+    model, path = save(name, model)
     torch.manual_seed(seed + 100)
     input_ids = torch.randint(0, vocab, (2, 11))
     with torch.no_grad():
@@ -58,3 +65,16 @@ gemma = GemmaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hi
                     num_key_value_heads=1, head_dim=32, max_position_embeddings=32, hidden_activation="gelu_pytorch_tanh",
                     initializer_range=0.2)
 write("gemma_tiny", GemmaForCausalLM(gemma), 2, 96)
+
+# 32 x 32 images of 3 channels in 8 x 8 patches (16 patches and the CLS token), 10 labels.
+torch.manual_seed(3)
+vit = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=96, num_labels=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                initializer_range=0.2)
+model, path = save("vit_tiny", ViTForImageClassification(vit))
+torch.manual_seed(103)
+pixel_values = torch.randn(2, 3, 32, 32)
+with torch.no_grad():
+    logits = model.double()(pixel_values.double()).logits
+save_file({"pixel_values": pixel_values.contiguous(), "logits": logits.contiguous()},
+          os.path.join(path, "reference.safetensors"))

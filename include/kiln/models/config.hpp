@@ -109,6 +109,13 @@ class JsonConfig {
     }
     return out;
   }
+  // The number of entries of an object or array (HF's id2label, say).
+  long entries(const std::string& key, long fallback) const {
+    if (!has(key)) return fallback;
+    const auto& v = json_[key];
+    if (!v.is_object() && !v.is_array()) fail_key(key, "is " + v.dump() + ", not an object or a list");
+    return static_cast<long>(v.size());
+  }
   std::string string(const std::string& key, const std::string& fallback) const {
     if (!has(key)) return fallback;
     const auto& v = json_[key];

@@ -1,0 +1,64 @@
+// ViT loaded from a Hugging Face checkpoint and compiled, against what transformers computes.
+// tests/data/vit_tiny was written by tests/data/make_model_fixtures.py (transformers 4.40.2,
+// torch 1.13): ViTForImageClassification for 32 x 32 images of 3 channels in 8 x 8 patches,
+// hidden size 48, 4 heads, 2 layers, 10 labels, random weights; reference.safetensors holds
+// pixel_values [2, 3, 32, 32] and the logits transformers computes for them in float64.
+#include "kiln/models/vit.hpp"
+#include "model_cases.hpp"
+
+namespace {
+const std::string kTiny = model_cases::fixture("vit_tiny");
+
+struct Reference {
+  kiln::Tensor<double> pixels, logits;
+};
+Reference reference() {
+  kiln::io::SafetensorsFile f(kTiny + "/reference.safetensors");
+  Reference r{f.get<double>("pixel_values"), f.get<double>("logits")};
+  REQUIRE(r.pixels.shape() == kiln::Shape{2, 3, 32, 32});
+  REQUIRE(r.logits.shape() == kiln::Shape{2, 10});
+  return r;
+}
+
+template <class T, class... Policies>
+double error_of(const Reference& r) {
+  const auto vit = kiln::models::ViT<T>::from_pretrained(kTiny, cases::device());
+  auto fast = kiln::compile<Policies...>(vit);
+  const auto x = r.pixels.as<T>().to(cases::device());
+  const double first = model_cases::relative_error(fast(x), r.logits);
+  CHECK(model_cases::relative_error(fast(x), r.logits) == first);
+  return first;
+}
+}  // namespace
+
+DEVICE_CASE("ViT from a Hugging Face checkpoint gives HF's logits", {
+  const Reference r = reference();
+  // Relative to the largest logit. Measured on the CPU: float 7.4e-7, bf16 1.4e-2 (the images
+  // rounded to bf16 too).
+  CHECK(error_of<float>(r) < 4e-6);
+  CHECK(error_of<float, kiln::ReduceOverhead, kiln::FullGraph>(r) < 4e-6);
+  CHECK(error_of<kiln::bf16>(r) < 6e-2);
+})
+
+TEST_CASE("ViT in float64 agrees with HF's float64 logits to rounding") {
+  CHECK(error_of<double>(reference()) < 1e-13);  // measured 1.8e-15
+}
+
+TEST_CASE("ViT's configuration and inputs: what kiln refuses") {
+  const auto vit = kiln::models::ViT<float>::from_pretrained(kTiny);
+  CHECK(vit.config().num_labels == 10);  // from id2label, as transformers counts them
+  CHECK(vit.config().patches() == 16);
+  auto fast = kiln::compile(vit);
+  CHECK_THROWS_WITH_AS(fast(kiln::zeros<float>({1, 3, 64, 64})), doctest::Contains("pixel_values must be [batch, 3, 32, 32]"),
+                       kiln::ShapeError);
+  using model_cases::edited_copy;
+  using model_cases::replace;
+  auto refused = [](const std::string& d) { return kiln::models::ViT<float>::from_pretrained(d); };
+  CHECK_THROWS_WITH_AS(refused(edited_copy(kTiny, "vit_act", [](auto s) { return replace(s, "\"hidden_act\": \"gelu\"", "\"hidden_act\": \"relu\""); })),
+                       doctest::Contains("\"hidden_act\" is \"relu\""), kiln::ValueError);
+  CHECK_THROWS_WITH_AS(refused(edited_copy(kTiny, "vit_patch", [](auto s) { return replace(s, "\"patch_size\": 8", "\"patch_size\": 5"); })),
+                       doctest::Contains("\"image_size\" (32) is not a multiple of \"patch_size\" (5)"), kiln::FileError);
+  CHECK_THROWS_WITH_AS(refused(edited_copy(kTiny, "vit_size", [](auto s) { return replace(s, "\"image_size\": 32", "\"image_size\": 64"); })),
+                       doctest::Contains("\"vit.embeddings.position_embeddings\" has shape [1, 17, 48], the configuration gives [1, 65, 48]"),
+                       kiln::ShapeError);
+}
