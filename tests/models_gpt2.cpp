@@ -93,3 +93,35 @@ TEST_CASE("GPT-2's inputs are checked before any kernel runs") {
                        kiln::ShapeError);
   CHECK_THROWS_AS(fast.generate(kiln::zeros<kiln::i64>({1, 3}), {.max_new_tokens = -1}), kiln::ValueError);
 }
+
+TEST_CASE("a model whose checkpoint is sharded (model.safetensors.index.json) loads as the whole one") {
+  // gpt2_tiny's tensors split over two shard files with an index, as save_pretrained writes a
+  // large model, without the "transformer." prefix (as GPT2Model saves them).
+  const fs::path dir = fs::temp_directory_path() / ("kiln_gpt2_sharded_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(kTiny + "/config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  kiln::io::SafetensorsFile whole(kTiny + "/model.safetensors");
+  std::vector<kiln::io::NamedTensor> shard[2];
+  std::string index = "{\"metadata\": {}, \"weight_map\": {";
+  for (std::size_t i = 0; i < whole.tensors().size(); ++i) {
+    const std::string name = whole.tensors()[i].name, bare = name.substr(std::string("transformer.").size());
+    const std::string file = "model-0000" + std::to_string(i % 2 + 1) + "-of-00002.safetensors";
+    shard[i % 2].emplace_back(bare, whole.get<float>(name));
+    index += (i ? ", \"" : "\"") + bare + "\": \"" + file + "\"";
+  }
+  index += "}}";
+  kiln::io::save_safetensors((dir / "model-00001-of-00002.safetensors").string(), shard[0]);
+  kiln::io::save_safetensors((dir / "model-00002-of-00002.safetensors").string(), shard[1]);
+  std::ofstream(dir / "model.safetensors.index.json") << index;
+  REQUIRE(!fs::exists(dir / "model.safetensors"));
+
+  const auto ids = reference().ids;
+  auto sharded = kiln::compile(kiln::models::GPT2<float>::from_pretrained(dir.string()));
+  auto single = kiln::compile(kiln::models::GPT2<float>::from_pretrained(kTiny));
+  const auto a = sharded(ids), b = single(ids);
+  REQUIRE(a.shape() == b.shape());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < a.numel(); ++i) differ += a[i] != b[i];
+  CHECK(differ == 0);
+  fs::remove_all(dir);
+}
