@@ -121,6 +121,26 @@ void matmul_ffn(kiln::Device dev) {
   }
 }
 
+// Products of 1 to 5 rows against a weight, row-major [K, N] and as a transposed view of an
+// [N, K] one (a decode step's projections; on the CPU, 16-bit products of up to 4 rows read the
+// weight in place instead of widening it first).
+template <class S>
+void matmul_few_rows(kiln::Device dev) {
+  constexpr auto x = kiln::input<"x", 2, S>();
+  constexpr auto w = kiln::param<"w", 2, S>();
+  constexpr auto wn = kiln::param<"wn", 2, S>();
+  auto f = kiln::compile(kiln::outputs(kiln::matmul(x, w), kiln::matmul(x, kiln::transpose(wn))));
+  const auto wt = randn_on<S>({96, 200}, 61, dev, 0.1), wnt = randn_on<S>({200, 96}, 62, dev, 0.1);
+  for (std::size_t m : {1, 3, 4, 5}) {
+    INFO(m << " rows");
+    const auto xt = randn_on<S>({m, 96}, 63 + m, dev);
+    auto [y1, y2] = f(x = xt, w = wt, wn = wnt);
+    const auto xr = ref::from(xt.cpu());
+    check(y1, ref::matmul(xr, ref::from(wt.cpu())), 3.0, ref::Tol<S>::rtol);
+    check(y2, ref::matmul(xr, ref::transpose(ref::from(wnt.cpu()))), 3.0, ref::Tol<S>::rtol);
+  }
+}
+
 // The gradient of a broadcast bias (a reduce-to kernel) and of a matmul's operands.
 template <class S>
 void gradients(kiln::Device dev) {
@@ -153,6 +173,7 @@ void all(kiln::Device dev) {
   SUBCASE("layer_norm, rms_norm and softmax") { row_ops<S>(dev); }
   SUBCASE("reductions") { reductions<S>(dev); }
   SUBCASE("matmul: a transformer FFN") { matmul_ffn<S>(dev); }
+  SUBCASE("matmul: a few rows against a weight and its transposed view") { matmul_few_rows<S>(dev); }
   SUBCASE("gradients") { gradients<S>(dev); }
 }
 

@@ -207,10 +207,13 @@ struct CacheSymbols {
   // program's assign), and causal attention of q over the first kv_len cached positions (query
   // i, at position cache_pos + i, sees positions <= cache_pos + i). Returns {attention output,
   // {updated k cache, updated v cache}}.
+  // The updated caches are kiln::shared so that the write_slice the attention reads and the one
+  // the program assigns are one node (kiln merges repeated subexpressions only where they hold
+  // no run-time constants): the cache is then written in place, once, and not copied.
   template <class Q, class K, class V>
   static constexpr auto cached_attention(Q q, K k, V v) {
-    const auto kc = write_slice<2>(k_cache, cache_pos, k);
-    const auto vc = write_slice<2>(v_cache, cache_pos, v);
+    const auto kc = shared<"k_cache_new">(write_slice<2>(k_cache, cache_pos, k));
+    const auto vc = shared<"v_cache_new">(write_slice<2>(v_cache, cache_pos, v));
     return std::pair{attention<causal>(q, kc, vc, kv_len), std::pair{kc, vc}};
   }
   // The layer's outputs under generate(): h, and the caches assigned in place.

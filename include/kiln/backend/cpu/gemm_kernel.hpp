@@ -62,6 +62,10 @@ struct GemmWorkspace {
     grow(wide_c, m_ * n_);
     reserve(m_, n_, k_, 1);
   }
+  // For a product of few rows: A widened, nothing else.
+  void reserve_few_rows(index_t m_, index_t k_) {
+    if (static_cast<index_t>(wide_a.size()) < m_ * k_) wide_a.resize(static_cast<std::size_t>(m_ * k_));
+  }
 };
 
 // Whether Eigen's packed kernel reads a matrix view directly: one of its strides is 1
@@ -144,6 +148,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   using Args = GemmArgs<T, NL, NC>;
   using Epilogue = RowKernelCpu<lower::RowKernel<T, Epi, lower::TypeList<>, NL, NC>>;
   static constexpr index_t kRowsLoop = 4;  // up to this many rows the GEMV-like loop is used
+  static constexpr index_t kFewRows = 4;   // 16-bit operands: up to this many rows, run_widened_few_rows
   static constexpr index_t kDefaultPanelBytes = index_t{1} << 20;
 
   struct Tiling {
@@ -179,7 +184,8 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   // packing buffer for the whole product.
   static void prepare(const Args& g, Workspace& ws) {
     if constexpr (!std::is_same_v<T, compute_t<T>>) {
-      ws.reserve_widened(g.m, g.n, g.k);
+      if (g.m <= kFewRows) ws.reserve_few_rows(g.m, g.k);
+      else ws.reserve_widened(g.m, g.n, g.k);
       return;
     }
     if (!packable(g.a) || !packable(g.b) || use_rows_loop(g)) return;
@@ -209,6 +215,7 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
   // epilogue over the whole output. (PyTorch's CPU bf16 matmul rounds its result the same
   // way.) Allocates nothing: prepare reserved the scratch and the packing buffer.
   static void run_widened(const Args& g, Workspace& ws) {
+    if (g.m <= kFewRows) return run_widened_few_rows(g, ws);
     C* a = ws.wide_a.data();
     C* b = ws.wide_b.data();
     C* c = ws.wide_c.data();
@@ -220,6 +227,49 @@ struct GemmKernelCpu<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
       if (g.m > 0 && g.n > 0) gemm_packed(a, g.k, index_t{1}, b, g.n, index_t{1}, c, g.n, g.m, g.n, g.k, *ws.per_thread[0]);
       T* out = g.acc + bt * g.m * g.n;
       for (index_t i = 0; i < g.m * g.n; ++i) out[i] = narrow<T>(c[i]);
+    }
+    if constexpr (Desc::has_epilogue) Epilogue::run(g.epilogue);
+  }
+
+  // 16-bit operands and at most kFewRows rows of A (a decode step's projections: B is a
+  // weight, [k, n] or its transposed view): A widened into the workspace, B read once in its
+  // own type, columns of C split across threads. Each c[i, j] is a float sum over k in the
+  // order k = 0, 1, ..., rounded once into acc, as the widened product above does. Widening
+  // the whole of B per call there costs more than the product at these shapes (a GPT-2 lm_head
+  // is 38.6 M weights for 50257 outputs of one row).
+  static void run_widened_few_rows(const Args& g, Workspace& ws) {
+    C* a = ws.wide_a.data();
+    const int threads = threads_for(g.batch * g.m * g.n * std::max<index_t>(g.k, 1) / 64, g.config);
+    constexpr index_t kCols = 64;  // columns per task
+    for (index_t bt = 0; bt < g.batch; ++bt) {
+      for (index_t i = 0; i < g.m; ++i)
+        for (index_t kk = 0; kk < g.k; ++kk) a[i * g.k + kk] = widen(g.a.ptr[bt * g.a.batch + i * g.a.row + kk * g.a.col]);
+      const T* b = g.b.ptr + bt * g.b.batch;
+      T* out = g.acc + bt * g.m * g.n;
+      parallel_for((g.n + kCols - 1) / kCols, threads, [&](index_t task) {
+        const index_t j0 = task * kCols, j1 = std::min(g.n, j0 + kCols);
+        C acc[kFewRows][kCols] = {};
+        if (g.b.row == 1) {  // B's columns contiguous (a transposed [n, k] weight): dot products
+          for (index_t j = j0; j < j1; ++j) {
+            const T* col = b + j * g.b.col;
+            for (index_t i = 0; i < g.m; ++i) {
+              C sum = 0;
+              for (index_t kk = 0; kk < g.k; ++kk) sum += a[i * g.k + kk] * widen(col[kk]);
+              acc[i][j - j0] = sum;
+            }
+          }
+        } else {  // B's rows contiguous or strided: rank-1 updates row by row of B
+          for (index_t kk = 0; kk < g.k; ++kk) {
+            const T* row = b + kk * g.b.row;
+            for (index_t i = 0; i < g.m; ++i) {
+              const C x = a[i * g.k + kk];
+              for (index_t j = j0; j < j1; ++j) acc[i][j - j0] += x * widen(row[j * g.b.col]);
+            }
+          }
+        }
+        for (index_t i = 0; i < g.m; ++i)
+          for (index_t j = j0; j < j1; ++j) out[i * g.n + j] = narrow<T>(acc[i][j - j0]);
+      });
     }
     if constexpr (Desc::has_epilogue) Epilogue::run(g.epilogue);
   }

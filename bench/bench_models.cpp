@@ -1,0 +1,169 @@
+// kiln's models at their real sizes (docs/benchmarks.md, "Workloads"), loaded from Hugging Face
+// style checkpoints with random weights that this program writes once to a temporary
+// directory:
+//   W6  ViT-B/16 inference: 224 x 224 images, batch 1, 16 and 64, f32 and bf16; ms per batch.
+//   W7  GPT-2 small decode: bf16, batch 1, a 32-token prompt and 64 new tokens, greedy with the
+//       static KV cache; the counter ms_per_token is the time of generate() over 64 (the prompt
+//       included, as the peers' figures include it).
+// Each in Default, ReduceOverhead + FullGraph and MaxAutotune. bench_models runs them on the
+// CPU; bench_models_gpu (a CUDA build) on the GPU. Wall-clock times (each call ends with the
+// logits on the host, which synchronises the device); use --benchmark_repetitions and the
+// median.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.hpp>
+#include <kiln/models/gpt2.hpp>
+#include <kiln/models/vit.hpp>
+
+namespace {
+namespace fs = std::filesystem;
+
+#if KILN_CUDA_KERNELS
+const kiln::Device kDevice = kiln::Device::cuda();
+#else
+const kiln::Device kDevice = kiln::Device::cpu();
+#endif
+
+// A random tensor of the given shape: normal with standard deviation sd around mean.
+kiln::io::NamedTensor weight(const std::string& name, kiln::Shape shape, double sd, double mean, std::uint64_t& seed) {
+  auto t = kiln::randn<float>(shape, ++seed);
+  for (std::size_t i = 0; i < t.numel(); ++i) t[i] = static_cast<float>(mean + sd * t[i]);
+  return {name, t};
+}
+
+// GPT-2 small (124M) in the layout GPT2LMHeadModel saves, written once.
+std::string gpt2_small() {
+  static const std::string dir = [] {
+    const fs::path d = fs::temp_directory_path() / "kiln_bench_gpt2_small";
+    if (!fs::exists(d / "model.safetensors")) {
+      fs::create_directories(d);
+      std::ofstream(d / "config.json") << R"({"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768,
+        "n_layer": 12, "n_head": 12, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05})";
+      std::uint64_t seed = 0;
+      const std::size_t E = 768;
+      std::vector<kiln::io::NamedTensor> w;
+      w.push_back(weight("transformer.wte.weight", {50257, E}, 0.02, 0, seed));
+      w.push_back(weight("transformer.wpe.weight", {1024, E}, 0.01, 0, seed));
+      w.push_back(weight("transformer.ln_f.weight", {E}, 0.02, 1, seed));
+      w.push_back(weight("transformer.ln_f.bias", {E}, 0.02, 0, seed));
+      for (int l = 0; l < 12; ++l) {
+        const std::string p = "transformer.h." + std::to_string(l) + ".";
+        w.push_back(weight(p + "ln_1.weight", {E}, 0.02, 1, seed));
+        w.push_back(weight(p + "ln_1.bias", {E}, 0.02, 0, seed));
+        w.push_back(weight(p + "attn.c_attn.weight", {E, 3 * E}, 0.02, 0, seed));
+        w.push_back(weight(p + "attn.c_attn.bias", {3 * E}, 0.02, 0, seed));
+        w.push_back(weight(p + "attn.c_proj.weight", {E, E}, 0.02, 0, seed));
+        w.push_back(weight(p + "attn.c_proj.bias", {E}, 0.02, 0, seed));
+        w.push_back(weight(p + "ln_2.weight", {E}, 0.02, 1, seed));
+        w.push_back(weight(p + "ln_2.bias", {E}, 0.02, 0, seed));
+        w.push_back(weight(p + "mlp.c_fc.weight", {E, 4 * E}, 0.02, 0, seed));
+        w.push_back(weight(p + "mlp.c_fc.bias", {4 * E}, 0.02, 0, seed));
+        w.push_back(weight(p + "mlp.c_proj.weight", {4 * E, E}, 0.02, 0, seed));
+        w.push_back(weight(p + "mlp.c_proj.bias", {E}, 0.02, 0, seed));
+      }
+      kiln::io::save_safetensors((d / "model.safetensors").string(), w);
+    }
+    return d.string();
+  }();
+  return dir;
+}
+
+// ViT-B/16 (86M) in the layout ViTForImageClassification saves, 2 labels, written once.
+std::string vit_base() {
+  static const std::string dir = [] {
+    const fs::path d = fs::temp_directory_path() / "kiln_bench_vit_base";
+    if (!fs::exists(d / "model.safetensors")) {
+      fs::create_directories(d);
+      std::ofstream(d / "config.json") << R"({"model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12,
+        "num_attention_heads": 12, "intermediate_size": 3072, "image_size": 224, "patch_size": 16, "num_channels": 3,
+        "hidden_act": "gelu", "layer_norm_eps": 1e-12, "qkv_bias": true})";
+      std::uint64_t seed = 100;
+      const std::size_t E = 768, I = 3072;
+      std::vector<kiln::io::NamedTensor> w;
+      w.push_back(weight("vit.embeddings.cls_token", {1, 1, E}, 0.02, 0, seed));
+      w.push_back(weight("vit.embeddings.position_embeddings", {1, 197, E}, 0.02, 0, seed));
+      w.push_back(weight("vit.embeddings.patch_embeddings.projection.weight", {E, 3, 16, 16}, 0.02, 0, seed));
+      w.push_back(weight("vit.embeddings.patch_embeddings.projection.bias", {E}, 0.02, 0, seed));
+      w.push_back(weight("vit.layernorm.weight", {E}, 0.02, 1, seed));
+      w.push_back(weight("vit.layernorm.bias", {E}, 0.02, 0, seed));
+      w.push_back(weight("classifier.weight", {2, E}, 0.02, 0, seed));
+      w.push_back(weight("classifier.bias", {2}, 0.02, 0, seed));
+      for (int l = 0; l < 12; ++l) {
+        const std::string p = "vit.encoder.layer." + std::to_string(l) + ".";
+        for (const char* n : {"query", "key", "value"}) {
+          w.push_back(weight(p + "attention.attention." + n + ".weight", {E, E}, 0.02, 0, seed));
+          w.push_back(weight(p + "attention.attention." + n + ".bias", {E}, 0.02, 0, seed));
+        }
+        w.push_back(weight(p + "attention.output.dense.weight", {E, E}, 0.02, 0, seed));
+        w.push_back(weight(p + "attention.output.dense.bias", {E}, 0.02, 0, seed));
+        w.push_back(weight(p + "layernorm_before.weight", {E}, 0.02, 1, seed));
+        w.push_back(weight(p + "layernorm_before.bias", {E}, 0.02, 0, seed));
+        w.push_back(weight(p + "layernorm_after.weight", {E}, 0.02, 1, seed));
+        w.push_back(weight(p + "layernorm_after.bias", {E}, 0.02, 0, seed));
+        w.push_back(weight(p + "intermediate.dense.weight", {I, E}, 0.02, 0, seed));
+        w.push_back(weight(p + "intermediate.dense.bias", {I}, 0.02, 0, seed));
+        w.push_back(weight(p + "output.dense.weight", {E, I}, 0.02, 0, seed));
+        w.push_back(weight(p + "output.dense.bias", {E}, 0.02, 0, seed));
+      }
+      kiln::io::save_safetensors((d / "model.safetensors").string(), w);
+    }
+    return d.string();
+  }();
+  return dir;
+}
+
+// W6: one batch of images through ViT-B/16; the argument is the batch size.
+template <class T, class... Policies>
+void W6(benchmark::State& state) {
+  const auto vit = kiln::models::ViT<T>::from_pretrained(vit_base(), kDevice);
+  auto fast = kiln::compile<Policies...>(vit);
+  const auto B = static_cast<std::size_t>(state.range(0));
+  const auto images = kiln::randn<float>({B, 3, 224, 224}, 7).template as<T>().to(kDevice);
+  for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(fast(images).cpu());  // plan, capture, tune
+  for (auto _ : state) benchmark::DoNotOptimize(fast(images).cpu());
+  state.counters["images/s"] = benchmark::Counter(static_cast<double>(B), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// W7: generate() of 64 tokens after a 32-token prompt, batch 1.
+template <class T, class... Policies>
+void W7(benchmark::State& state) {
+  const auto lm = kiln::models::GPT2<T>::from_pretrained(gpt2_small(), kDevice);
+  auto fast = kiln::compile<Policies...>(lm);
+  std::vector<kiln::i64> prompt(32);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<kiln::i64>((i * 7919) % 50257);
+  const auto ids = kiln::from_vector(prompt, kiln::Shape{1, 32}, kDevice);
+  const kiln::models::GenerationConfig gen{.max_new_tokens = 64, .eos_token_id = std::vector<long>{}};
+  benchmark::DoNotOptimize(fast.generate(ids, gen));  // plan (and capture) both shapes
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) benchmark::DoNotOptimize(fast.generate(ids, gen));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  state.counters["ms_per_token"] = ms / static_cast<double>(state.iterations()) / 64;
+}
+
+using kiln::bf16;
+using kiln::FullGraph;
+using kiln::MaxAutotune;
+using kiln::ReduceOverhead;
+#define KILN_W6(T, ...)                                                                       \
+  BENCHMARK(W6<T, ##__VA_ARGS__>)->Name("W6/" #T "/" #__VA_ARGS__)->Arg(1)->Arg(16)->Arg(64) \
+      ->Unit(benchmark::kMillisecond)->UseRealTime()
+KILN_W6(float);
+KILN_W6(float, ReduceOverhead, FullGraph);
+KILN_W6(float, MaxAutotune);
+KILN_W6(bf16);
+KILN_W6(bf16, ReduceOverhead, FullGraph);
+KILN_W6(bf16, MaxAutotune);
+BENCHMARK(W7<bf16>)->Name("W7/bf16/Default")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(W7<bf16, ReduceOverhead, FullGraph>)->Name("W7/bf16/ReduceOverhead,FullGraph")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(W7<bf16, MaxAutotune>)->Name("W7/bf16/MaxAutotune")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
