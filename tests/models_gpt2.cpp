@@ -125,3 +125,19 @@ TEST_CASE("a model whose checkpoint is sharded (model.safetensors.index.json) lo
   CHECK(differ == 0);
   fs::remove_all(dir);
 }
+
+TEST_CASE("GPT-2's programs compute each value once, and generate writes its caches in place") {
+  auto fast = kiln::compile(kiln::models::GPT2<float>::from_pretrained(kTiny));
+  (void)fast.generate(reference().ids, {.max_new_tokens = 2});
+  const std::string plan = fast.explain();
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = plan.find(what); at != std::string::npos; at = plan.find(what, at + 1)) ++n;
+    return n;
+  };
+  // One attention and one QKV projection in each of the two layer programs (a repeated
+  // subexpression that is not merged computes them again: 6 projections and 2 attentions).
+  CHECK(count("attention -> ") == 2);
+  CHECK(count("reads attn.c_attn.bias") == 2);
+  CHECK(plan.find("assigned in place, without a copy: k_cache (kernel") != std::string::npos);
+}
