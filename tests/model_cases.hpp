@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kiln/io/safetensors.hpp"
+#include "kiln/models/decoder.hpp"
 #include "on_device.hpp"
 
 namespace model_cases {
@@ -86,7 +88,7 @@ template <class M, class... Policies>
 void cache_agrees_with_forward(const std::string& dir, const Reference& r) {
   const auto lm = M::from_pretrained(dir, cases::device());
   auto fast = kiln::compile<Policies...>(lm);
-  const auto out = fast.generate(r.ids.to(cases::device()), {.max_new_tokens = 8, .eos_token_id = std::vector<long>{}}).cpu();
+  const auto out = fast.generate(r.ids.to(cases::device()), {.max_new_tokens = 8, .eos_token_id = std::vector<long>{}, .pad_token_id = {}}).cpu();
   REQUIRE(out.shape() == kiln::Shape{2, 19});
   std::vector<kiln::i64> prefix;
   for (std::size_t b = 0; b < 2; ++b)
@@ -101,6 +103,42 @@ void cache_agrees_with_forward(const std::string& dir, const Reference& r) {
       INFO("sequence " << b << ", position " << i + 1);
       CHECK(out.at({b, i + 1}) == static_cast<kiln::i64>(best));
     }
+}
+
+// With CUDA graphs (ReduceOverhead) on the GPU a decoder's forward of one shape is one graph:
+// the first call runs the programs directly, the second captures them, later calls replay, and
+// all give the same bits. generate()'s prompt and its decode steps are a graph each, the steps'
+// one replayed at every position, and generate gives the tokens of the compiled model without
+// graphs. On the CPU there are no graphs and the same calls agree.
+template <class M>
+void graphs_replay(const std::string& dir, const Reference& r) {
+  const auto lm = M::from_pretrained(dir, cases::device());
+  auto fast = kiln::compile<kiln::ReduceOverhead, kiln::FullGraph>(lm);
+  auto plain = kiln::compile(lm);
+  const auto ids = r.ids.to(cases::device());
+  const auto first = fast(ids).cpu();
+  for (int i = 0; i < 3; ++i) {
+    const auto again = fast(ids).cpu();
+    REQUIRE(again.shape() == first.shape());
+    CHECK(std::memcmp(again.data(), first.data(), first.numel() * sizeof(float)) == 0);
+  }
+  const bool gpu = cases::device().is_cuda();
+  CHECK(fast.graph_captures() == (gpu ? 1 : 0));
+  CHECK(fast.graph_replays() == (gpu ? 2 : 0));
+  const kiln::models::GenerationConfig gen{.max_new_tokens = 8, .eos_token_id = std::vector<long>{}, .pad_token_id = {}};
+  const auto want = plain.generate(ids, gen).cpu();
+  for (int i = 0; i < 2; ++i) {
+    const auto got = fast.generate(ids, gen).cpu();
+    REQUIRE(got.shape() == want.shape());
+    for (std::size_t k = 0; k < got.numel(); ++k) {
+      INFO("generate " << i << ", token " << k % 19 << " of sequence " << k / 19);
+      CHECK(got[k] == want[k]);
+    }
+  }
+  // The first generate: the prompt and the first step run directly, the second step is
+  // captured and the other 5 replay it; the second: the prompt is captured, 7 steps replay.
+  CHECK(fast.graph_captures() == (gpu ? 1 + 1 + 1 : 0));
+  CHECK(fast.graph_replays() == (gpu ? 2 + 5 + 7 : 0));
 }
 
 // A copy of a fixture's directory with config.json edited by `edit` (a JSON text transform).

@@ -44,6 +44,7 @@ DEVICE_CASE("GPT-2's greedy generate with a static KV cache picks HF's tokens", 
   generates_as_hf<float, kiln::ReduceOverhead, kiln::FullGraph>(r);
   generates_as_hf<double>(r);
   model_cases::cache_agrees_with_forward<kiln::models::GPT2<float>>(kTiny, r);
+  model_cases::graphs_replay<kiln::models::GPT2<float>>(kTiny, r);
 })
 
 TEST_CASE("GPT-2 in float64 agrees with Hugging Face's float64 logits to rounding") {

@@ -44,6 +44,8 @@ DEVICE_CASE("Llama and Gemma from Hugging Face checkpoints give HF's logits and 
   REQUIRE(llama.generated.at({1, 11}) == 2);
   model_cases::cache_agrees_with_forward<Llama<float>>(fixture("llama_tiny"), llama);
   model_cases::cache_agrees_with_forward<Gemma<float>>(fixture("gemma_tiny"), gemma);
+  // Under graphs the rotary rows of each position are staged, as GPT-2's position ids are.
+  model_cases::graphs_replay<Llama<float>>(fixture("llama_tiny"), llama);
 })
 
 TEST_CASE("Llama and Gemma in float64 agree with HF to its float rotary tables and norms") {

@@ -6,6 +6,9 @@
 #include "kiln/models/vit.hpp"
 #include "model_cases.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace {
 const std::string kTiny = model_cases::fixture("vit_tiny");
 
@@ -38,6 +41,28 @@ DEVICE_CASE("ViT from a Hugging Face checkpoint gives HF's logits", {
   CHECK(error_of<float>(r) < 4e-6);
   CHECK(error_of<float, kiln::ReduceOverhead, kiln::FullGraph>(r) < 4e-6);
   CHECK(error_of<kiln::bf16>(r) < 6e-2);
+})
+
+DEVICE_CASE("ViT under CUDA graphs: one graph per batch size, replayed with the same results", {
+  const Reference r = reference();
+  const auto vit = kiln::models::ViT<float>::from_pretrained(kTiny, cases::device());
+  auto fast = kiln::compile<kiln::ReduceOverhead, kiln::FullGraph>(vit);
+  auto x = r.pixels.as<float>().to(cases::device());
+  const auto first = fast(x).cpu();
+  for (int i = 0; i < 3; ++i) {
+    // A new input tensor each call: its values are copied into the graph's own buffer.
+    x = r.pixels.as<float>().to(cases::device());
+    const auto again = fast(x).cpu();
+    CHECK(std::memcmp(again.data(), first.data(), first.numel() * sizeof(float)) == 0);
+  }
+  // One image: another shape, another graph; its logits are the first image's.
+  kiln::Tensor<double> one({1, 3, 32, 32});
+  std::copy_n(r.pixels.data(), one.numel(), one.data());
+  const auto single = fast(one.as<float>().to(cases::device())).cpu();
+  for (std::size_t k = 0; k < 10; ++k) CHECK(single[k] == doctest::Approx(first[k]).epsilon(1e-5));
+  const bool gpu = cases::device().is_cuda();
+  CHECK(fast.graph_captures() == (gpu ? 1 : 0));
+  CHECK(fast.graph_replays() == (gpu ? 2 : 0));
 })
 
 TEST_CASE("ViT in float64 agrees with HF's float64 logits to rounding") {

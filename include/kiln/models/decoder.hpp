@@ -13,8 +13,16 @@
 // Compilation is regional, as torch.compile's guides recommend for repeated blocks: one program
 // for the embedding, one for a layer (called once per layer with that layer's weights), one for
 // the head, and for generate() the layer with its cache; none depends on the number of layers.
+// The next token is chosen on the device (argmax of the last position's logits), so only token
+// ids cross to the host. With CUDA graphs (ReduceOverhead, MaxAutotune) on a CUDA device, a
+// forward of one shape is one graph (models/model_graph.hpp): the call, the prompt of generate()
+// and each decode step, which replays one graph for every position (the position, the token ids
+// and the rotary rows are staged in page-locked memory and copied in by the graph's first
+// node; the chosen tokens are copied out by its last).
 #pragma once
 #include <algorithm>
+#include <array>
+#include <type_traits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +32,7 @@
 #include "kiln/core/errors.hpp"
 #include "kiln/core/factories.hpp"
 #include "kiln/expr/ops.hpp"
+#include "kiln/models/model_graph.hpp"
 #include "kiln/runtime/compile.hpp"
 
 namespace kiln::models {
@@ -38,6 +47,14 @@ struct GenerationConfig {
 
 template <class Arch, class... Policies>
 class CompiledDecoder;
+
+// The next token of generate(): the position of the largest logit (the first on a tie; a NaN
+// counts as the largest, as torch.argmax), for every position of logits [batch, seq, vocab].
+template <class Logits>
+struct PickSymbols {
+  static constexpr auto logits = input<"logits", 3, Logits>();
+  static constexpr auto program() { return argmax<2>(logits); }
+};
 
 // A loaded model: its weights (held once, shared by every compiled object) and device.
 template <class Arch>
@@ -75,6 +92,7 @@ template <class Arch, class... Policies>
 class CompiledDecoder {
   using T = typename Arch::element;
   using Logits = typename Arch::Logits;
+  using Pick = PickSymbols<Logits>;
 
  public:
   CompiledDecoder(std::shared_ptr<const typename Arch::Weights> w, Device device)
@@ -91,6 +109,8 @@ class CompiledDecoder {
   // kernel runs.
   Tensor<Logits> operator()(const Tensor<i64>& input_ids) {
     check_ids(input_ids);
+    if constexpr (model_graphs<Policies...>)
+      if (input_ids.is_cuda()) return this->graphed_forward(input_ids);
     const auto pos = Arch::positions(*w_, 0, input_ids.shape()[1], device_);
     Tensor<T> h = Arch::embed(embed_, *w_, input_ids, pos);
     for (const auto& l : w_->layers) h = Arch::layer(layer_, *w_, l, h, pos);
@@ -119,43 +139,32 @@ class CompiledDecoder {
       throw ShapeError(std::string(Arch::name) + " generate: " + std::to_string(S) + " prompt tokens and " +
                        std::to_string(N) + " new ones need " + std::to_string(L) + " positions, more than the model's (" +
                        std::to_string(c.max_positions()) + ")");
-    const std::size_t H = static_cast<std::size_t>(c.kv_heads()), D = static_cast<std::size_t>(c.head_dim());
-    std::vector<Tensor<T>> kc, vc;
-    for (std::size_t l = 0; l < w_->layers.size(); ++l) {
-      kc.push_back(zeros<T>({B, H, L, D}, device_));
-      vc.push_back(zeros<T>({B, H, L, D}, device_));
-    }
     const auto prompt = input_ids.cpu();
-    std::vector<std::vector<i64>> tokens(B);
-    for (std::size_t b = 0; b < B; ++b) tokens[b].assign(prompt.data() + b * S, prompt.data() + (b + 1) * S);
-    std::vector<bool> finished(B, false);
-    Tensor<i64> step_ids = input_ids;
-    for (std::size_t t = 0; t < N && std::find(finished.begin(), finished.end(), false) != finished.end(); ++t) {
-      const std::size_t first = t == 0 ? 0 : S + t - 1, seq = t == 0 ? S : 1;
-      const auto logits = forward_cached(step_ids, first, kc, vc).cpu();  // [B, seq, V]
-      const std::size_t V = logits.shape()[2];
-      std::vector<i64> next(B);
-      for (std::size_t b = 0; b < B; ++b) {
-        const auto* row = logits.data() + (b * seq + seq - 1) * V;
-        std::size_t best = 0;
-        for (std::size_t v = 1; v < V; ++v)
-          if (row[v] > row[best]) best = v;
-        next[b] = finished[b] ? static_cast<i64>(pad) : static_cast<i64>(best);
-        finished[b] = finished[b] || std::find(eos.begin(), eos.end(), static_cast<long>(next[b])) != eos.end();
-        tokens[b].push_back(next[b]);
+    const std::vector<i64> ids(prompt.data(), prompt.data() + B * S);
+    if constexpr (model_graphs<Policies...>) {
+      if (device_.is_cuda()) {
+        Generation& g = generations_.find({B, S, L}, [&] { return this->make_generation(B, S, L); });
+        return decode(ids, B, S, N, eos, pad, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
+          return this->graphed_step(g, first == 0 ? g.prompt : g.step, step, first);
+        });
       }
-      step_ids = from_vector(next, Shape{B, 1}, device_);
     }
-    std::vector<i64> flat;
-    for (const auto& row : tokens) flat.insert(flat.end(), row.begin(), row.end());
-    return from_vector(flat, Shape{B, tokens[0].size()}, device_);
+    Caches caches = make_caches(B, L);
+    return decode(ids, B, S, N, eos, pad, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
+      return eager_step(step, B, seq, first, caches);
+    });
   }
 
   const typename Arch::Config& config() const { return w_->config; }
+  // The model's CUDA graphs (calls and generate() together): how many were captured, and how
+  // many forwards replayed one.
+  long graph_captures() const { return forwards_.captures() + generations_.captures(); }
+  long graph_replays() const { return forwards_.replays() + generations_.replays(); }
   // The programs' plans (explain() of each).
   std::string explain() const {
     return "embedding:\n" + embed_.explain() + "\nlayer (run once per layer):\n" + layer_.explain() +
-           "\nlayer with a KV cache (generate):\n" + cached_.explain() + "\nhead:\n" + head_.explain();
+           "\nlayer with a KV cache (generate):\n" + cached_.explain() + "\nhead:\n" + head_.explain() +
+           "\nnext token (generate):\n" + pick_.explain();
   }
 
  private:
@@ -166,24 +175,230 @@ class CompiledDecoder {
       throw ShapeError(std::string(Arch::name) + ": a sequence of " + std::to_string(ids.shape()[1]) +
                        " tokens is longer than the model's positions (" + std::to_string(w_->config.max_positions()) + ")");
   }
+  // generate()'s loop: next(ids [B, seq], first, seq) runs a forward at positions [first,
+  // first + seq) and returns each sequence's chosen token.
+  template <class Next>
+  Tensor<i64> decode(const std::vector<i64>& prompt, std::size_t B, std::size_t S, std::size_t N,
+                     const std::vector<long>& eos, long pad, Next&& next) {
+    std::vector<std::vector<i64>> tokens(B);
+    for (std::size_t b = 0; b < B; ++b) tokens[b].assign(prompt.begin() + b * S, prompt.begin() + (b + 1) * S);
+    std::vector<bool> finished(B, false);
+    std::vector<i64> step = prompt;
+    for (std::size_t t = 0; t < N && std::find(finished.begin(), finished.end(), false) != finished.end(); ++t) {
+      const std::size_t first = t == 0 ? 0 : S + t - 1, seq = t == 0 ? S : 1;
+      const std::vector<i64> best = next(step, first, seq);
+      step.assign(B, 0);
+      for (std::size_t b = 0; b < B; ++b) {
+        step[b] = finished[b] ? static_cast<i64>(pad) : best[b];
+        finished[b] = finished[b] || std::find(eos.begin(), eos.end(), static_cast<long>(step[b])) != eos.end();
+        tokens[b].push_back(step[b]);
+      }
+    }
+    std::vector<i64> flat;
+    for (const auto& row : tokens) flat.insert(flat.end(), row.begin(), row.end());
+    return from_vector(flat, Shape{B, tokens[0].size()}, device_);
+  }
   static Tensor<i64> scalar(std::size_t v, Device device) {
     return from_vector(std::vector<i64>{static_cast<i64>(v)}, Shape{}, device);
   }
-  // The logits of ids [B, seq] at positions [first, first + seq), through the caches (updated).
-  Tensor<Logits> forward_cached(const Tensor<i64>& ids, std::size_t first, std::vector<Tensor<T>>& kc,
-                                std::vector<Tensor<T>>& vc) {
-    using G = typename Arch::Graph;
-    const std::size_t seq = ids.shape()[1];
-    const auto at = scalar(first, device_), len = scalar(first + seq, device_);
-    const auto pos = Arch::positions(*w_, first, seq, device_);
-    Tensor<T> h = Arch::embed(embed_, *w_, ids, pos);
+  using Caches = std::pair<std::vector<Tensor<T>>, std::vector<Tensor<T>>>;  // each layer's k and v
+  Caches make_caches(std::size_t B, std::size_t L) const {
+    const auto& c = w_->config;
+    const std::size_t H = static_cast<std::size_t>(c.kv_heads()), D = static_cast<std::size_t>(c.head_dim());
+    Caches caches;
     for (std::size_t l = 0; l < w_->layers.size(); ++l) {
-      auto [next] = Arch::layer(cached_, *w_, w_->layers[l], h, pos, G::k_cache = kc[l], G::v_cache = vc[l],
-                                G::cache_pos = at, G::kv_len = len);
-      h = std::move(next);
+      caches.first.push_back(zeros<T>({B, H, L, D}, device_));
+      caches.second.push_back(zeros<T>({B, H, L, D}, device_));
     }
-    return Arch::head(head_, *w_, h);
+    return caches;
   }
+
+  // The forward of ids [B, seq] at positions [first, first + seq) through the caches (updated),
+  // each program called through call(program, output buffer): the program itself, or into() it.
+  // at and len are cache_pos (= first) and kv_len (= first + seq) as rank-0 tensors.
+  template <class Call, class H, class Out>
+  auto cached_forward(Call&& call, const Tensor<i64>& ids, const typename Arch::Positions& pos, const Tensor<i64>& at,
+                      const Tensor<i64>& len, Caches& caches, H* h, Out* logits) {
+    using G = typename Arch::Graph;
+    auto&& embed = call(embed_, h ? &h[0] : nullptr);
+    Tensor<T> x = Arch::embed(embed, *w_, ids, pos);
+    for (std::size_t l = 0; l < w_->layers.size(); ++l) {
+      auto&& layer = call(cached_, h ? &h[(l + 1) % 2] : nullptr);
+      auto out = Arch::layer(layer, *w_, w_->layers[l], x, pos, G::k_cache = caches.first[l], G::v_cache = caches.second[l],
+                             G::cache_pos = at, G::kv_len = len);
+      if constexpr (std::is_same_v<decltype(out), Tensor<T>>) x = std::move(out);
+      else x = std::move(std::get<0>(out));
+    }
+    auto&& head = call(head_, logits);
+    return Arch::head(head, *w_, x);
+  }
+  // Calls a program directly, allocating its outputs.
+  struct Direct {
+    template <class F, class Out>
+    F& operator()(F& f, Out*) const {
+      return f;
+    }
+  };
+  // Calls a program into the given output buffer.
+  struct IntoBuffers {
+    template <class F, class U>
+    Into<F, U> operator()(F& f, Tensor<U>* out) const {
+      return into(f, *out);
+    }
+  };
+
+  // One step of generate() without graphs: the chosen token of each sequence (its last
+  // position's largest logit).
+  std::vector<i64> eager_step(const std::vector<i64>& ids, std::size_t B, std::size_t seq, std::size_t first, Caches& caches) {
+    const auto logits = cached_forward(Direct{}, from_vector(ids, Shape{B, seq}, device_), Arch::positions(*w_, first, seq, device_),
+                                       scalar(first, device_), scalar(first + seq, device_), caches,
+                                       static_cast<Tensor<T>*>(nullptr), static_cast<Tensor<Logits>*>(nullptr));
+    const Tensor<i64> best = pick_(Pick::logits = logits).cpu();  // [B, seq]
+    std::vector<i64> out(B);
+    for (std::size_t b = 0; b < B; ++b) out[b] = best[b * seq + seq - 1];
+    return out;
+  }
+
+  template <class Tn, class F>
+  static void each_tensor(Tn& t, F&& f) {
+    f(t);
+  }
+  template <class A, class B, class F>
+  static void each_tensor(std::pair<A, B>& p, F&& f) {
+    each_tensor(p.first, f);
+    each_tensor(p.second, f);
+  }
+
+#if KILN_WITH_CUDA
+  // One forward shape of generate() under graphs: the staged inputs (token ids, cache_pos,
+  // kv_len, the positions' tensors) and their device views, the residual stream's two buffers,
+  // the logits, the chosen tokens on the device and in page-locked memory, and the graph.
+  struct StepBuffers {
+    StagedInputs staged;
+    std::size_t ids_slot = 0, at_slot = 0, len_slot = 0;
+    std::vector<std::size_t> pos_slots;
+    Tensor<i64> ids, at, len, next;
+    typename Arch::Positions pos;
+    Tensor<T> h[2];
+    Tensor<Logits> logits;
+    std::unique_ptr<cuda::PinnedBytes> next_host;
+    std::size_t batch = 0, seq = 0;
+    ForwardGraph graph;
+  };
+  // One generate() shape (batch, prompt length, cache length): its caches and two forwards.
+  struct Generation {
+    Caches caches;
+    StepBuffers prompt, step;
+    long captures() const { return prompt.graph.captures() + step.graph.captures(); }
+    long replays() const { return prompt.graph.replays() + step.graph.replays(); }
+  };
+  void make_step(StepBuffers& sb, std::size_t B, std::size_t seq) {
+    sb.batch = B;
+    sb.seq = seq;
+    sb.ids_slot = sb.staged.template add<i64>(Shape{B, seq});
+    sb.at_slot = sb.staged.template add<i64>(Shape{});
+    sb.len_slot = sb.staged.template add<i64>(Shape{});
+    sb.pos = Arch::positions(*w_, 0, seq, Device::cpu());
+    each_tensor(sb.pos, [&](auto& t) {
+      using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+      sb.pos_slots.push_back(sb.staged.template add<U>(t.shape()));
+    });
+    sb.staged.allocate(device_);
+    sb.ids = sb.staged.template view<i64>(sb.ids_slot, Shape{B, seq});
+    sb.at = sb.staged.template view<i64>(sb.at_slot, Shape{});
+    sb.len = sb.staged.template view<i64>(sb.len_slot, Shape{});
+    std::size_t i = 0;
+    each_tensor(sb.pos, [&](auto& t) {
+      using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+      t = sb.staged.template view<U>(sb.pos_slots[i++], t.shape());
+    });
+    const std::size_t E = static_cast<std::size_t>(w_->config.hidden()), V = static_cast<std::size_t>(w_->config.vocab_size);
+    sb.h[0] = Tensor<T>(Shape{B, seq, E}, device_);
+    sb.h[1] = Tensor<T>(Shape{B, seq, E}, device_);
+    sb.logits = Tensor<Logits>(Shape{B, seq, V}, device_);
+    sb.next = Tensor<i64>(Shape{B, seq}, device_);
+    sb.next_host = std::make_unique<cuda::PinnedBytes>(B * seq * sizeof(i64));
+  }
+  std::unique_ptr<Generation> make_generation(std::size_t B, std::size_t S, std::size_t L) {
+    auto g = std::make_unique<Generation>();
+    g->caches = make_caches(B, L);
+    make_step(g->prompt, B, S);
+    make_step(g->step, B, 1);
+    return g;
+  }
+  long plans_dropped() const {
+    return embed_.plans_dropped() + layer_.plans_dropped() + cached_.plans_dropped() + head_.plans_dropped() +
+           pick_.plans_dropped();
+  }
+  // One step of generate() under graphs: stages ids [B, seq] and positions [first, first +
+  // seq), runs the step's graph and returns the chosen tokens.
+  std::vector<i64> graphed_step(Generation& g, StepBuffers& sb, const std::vector<i64>& ids, std::size_t first) {
+    sb.staged.set(sb.ids_slot, Tensor<i64>::view(const_cast<i64*>(ids.data()), Shape{sb.batch, sb.seq}));
+    i64 at = static_cast<i64>(first), len = static_cast<i64>(first + sb.seq);
+    sb.staged.set(sb.at_slot, Tensor<i64>::view(&at, Shape{}));
+    sb.staged.set(sb.len_slot, Tensor<i64>::view(&len, Shape{}));
+    auto host_pos = Arch::positions(*w_, first, sb.seq, Device::cpu());
+    std::size_t i = 0;
+    each_tensor(host_pos, [&](auto& t) { sb.staged.set(sb.pos_slots[i++], t); });
+    sb.graph.run(
+        [&] {
+          sb.staged.upload();
+          cached_forward(IntoBuffers{}, sb.ids, sb.pos, sb.at, sb.len, g.caches, sb.h, &sb.logits);
+          pick_.into(sb.next, Pick::logits = sb.logits);
+          KILN_CUDA_CHECK(cudaMemcpyAsync(sb.next_host->get(), sb.next.data(), sb.batch * sb.seq * sizeof(i64),
+                                          cudaMemcpyDeviceToHost, cuda::stream()));
+        },
+        [&] { return plans_dropped(); });
+    cuda::synchronize();
+    const auto* best = reinterpret_cast<const i64*>(sb.next_host->get());
+    std::vector<i64> out(sb.batch);
+    for (std::size_t b = 0; b < sb.batch; ++b) out[b] = best[b * sb.seq + sb.seq - 1];
+    return out;
+  }
+
+  // The forward of operator() under graphs, per ids shape: the ids, positions 0..seq-1, the
+  // residual stream's buffers and the logits.
+  struct Forward {
+    Tensor<i64> ids;
+    typename Arch::Positions pos;
+    Tensor<T> h[2];
+    Tensor<Logits> logits;
+    ForwardGraph graph;
+    long captures() const { return graph.captures(); }
+    long replays() const { return graph.replays(); }
+  };
+  Tensor<Logits> graphed_forward(const Tensor<i64>& input_ids) {
+    const std::size_t B = input_ids.shape()[0], S = input_ids.shape()[1];
+    Forward& f = forwards_.find(input_ids.shape(), [&] {
+      auto n = std::make_unique<Forward>();
+      const std::size_t E = static_cast<std::size_t>(w_->config.hidden()), V = static_cast<std::size_t>(w_->config.vocab_size);
+      n->ids = Tensor<i64>(input_ids.shape(), device_);
+      n->pos = Arch::positions(*w_, 0, S, device_);
+      n->h[0] = Tensor<T>(Shape{B, S, E}, device_);
+      n->h[1] = Tensor<T>(Shape{B, S, E}, device_);
+      n->logits = Tensor<Logits>(Shape{B, S, V}, device_);
+      return n;
+    });
+    f.ids.copy_from(input_ids);
+    f.graph.run(
+        [&] {
+          auto embed = into(embed_, f.h[0]);
+          Tensor<T> x = Arch::embed(embed, *w_, f.ids, f.pos);
+          const std::size_t n = w_->layers.size();
+          for (std::size_t l = 0; l < n; ++l) {
+            auto layer = into(layer_, f.h[(l + 1) % 2]);
+            Arch::layer(layer, *w_, w_->layers[l], f.h[l % 2], f.pos);
+          }
+          auto head = into(head_, f.logits);
+          Arch::head(head, *w_, f.h[n % 2]);
+        },
+        [&] { return plans_dropped(); });
+    return Tensor<Logits>(f.logits);  // a copy, queued after the graph
+  }
+#else
+  struct Forward {};
+  struct Generation {};
+#endif
 
   std::shared_ptr<const typename Arch::Weights> w_;
   Device device_;
@@ -191,6 +406,9 @@ class CompiledDecoder {
   decltype(compile<Policies...>(Arch::layer_program(std::declval<const typename Arch::Config&>()))) layer_;
   decltype(compile<Policies...>(Arch::cached_layer_program(std::declval<const typename Arch::Config&>()))) cached_;
   decltype(compile<Policies...>(Arch::head_program(std::declval<const typename Arch::Config&>()))) head_;
+  decltype(compile<Policies...>(Pick::program())) pick_ = compile<Policies...>(Pick::program());
+  GraphedShapes<Shape, Forward> forwards_;
+  GraphedShapes<std::array<std::size_t, 3>, Generation> generations_;
 };
 
 // The KV-cache symbols every architecture's graph declares, [batch, kv_heads, length,

@@ -35,6 +35,7 @@ struct GPT2Config : SpecialTokens {
     if (c.boolean("add_cross_attention", false)) unsupported(c, "\"add_cross_attention\" is true");
     return g;
   }
+  long hidden() const { return n_embd; }
   long head_dim() const { return n_embd / n_head; }
   long kv_heads() const { return n_head; }
   long max_positions() const { return n_positions; }

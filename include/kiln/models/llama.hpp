@@ -85,6 +85,7 @@ struct LlamaConfig : SpecialTokens {
     if (c.boolean("mlp_bias", false)) unsupported<Family>(c, "\"mlp_bias\" is true");
     return g;
   }
+  long hidden() const { return hidden_size; }
   long head_dim() const { return head_dim_; }
   long kv_heads() const { return num_key_value_heads; }
   long max_positions() const { return max_position_embeddings; }

@@ -12,7 +12,8 @@
 //               h = h + gelu(layernorm_after(h) W_iᵀ + b_i) W_outᵀ + b_out       (exact GELU)
 //   logits = layernorm(h)[:, 0] W_clsᵀ + b_cls                              (the CLS token)
 // Compilation is regional: one program for the embeddings, one for a layer (called once per
-// layer with that layer's weights) and one for the head.
+// layer with that layer's weights) and one for the head. With CUDA graphs on a CUDA device the
+// three run as one graph per batch size (models/model_graph.hpp).
 //
 // Supported configurations: hidden_act gelu; qkv_bias true; the image size of the checkpoint
 // (its position embeddings are not interpolated). Anything else is a ValueError naming the key.
@@ -25,6 +26,7 @@
 
 #include "kiln/expr/ops.hpp"
 #include "kiln/models/config.hpp"
+#include "kiln/models/model_graph.hpp"
 #include "kiln/runtime/compile.hpp"
 
 namespace kiln::models {
@@ -199,6 +201,8 @@ class ViT {
 template <class T, class... Policies>
 class CompiledViT {
   using G = ViTGraph<T>;
+  using Logits = typename G::Logits;
+  using Weights = typename ViT<T>::Weights;
 
  public:
   CompiledViT(std::shared_ptr<const typename ViT<T>::Weights> w, Device device)
@@ -210,23 +214,25 @@ class CompiledViT {
 
   // Logits [batch, num_labels] for pixel_values [batch, num_channels, image_size, image_size]
   // on the model's device; float for a 16-bit model, else T. Another image size is a
-  // ShapeError before any kernel runs.
-  Tensor<typename G::Logits> operator()(const Tensor<T>& pixel_values) {
+  // ShapeError before any kernel runs. With CUDA graphs (ReduceOverhead, MaxAutotune) on a
+  // CUDA device, the whole forward is one graph per batch size (models/model_graph.hpp).
+  Tensor<Logits> operator()(const Tensor<T>& pixel_values) {
     const auto& c = w_->config;
     const auto& s = pixel_values.shape();
     const auto z = [](long v) { return static_cast<std::size_t>(v); };
     if (s.rank() != 4 || s[1] != z(c.num_channels) || s[2] != z(c.image_size) || s[3] != z(c.image_size))
       throw ShapeError("ViT: pixel_values must be [batch, " + std::to_string(c.num_channels) + ", " +
                        std::to_string(c.image_size) + ", " + std::to_string(c.image_size) + "], not " + s.str());
-    const auto& w = *w_;
-    Tensor<T> h = embed_(G::pixels = pixel_values, G::patch_w = w.patch_w, G::patch_b = w.patch_b, G::cls = w.cls,
-                         G::pos = w.pos);
-    for (const auto& l : w.layers)
-      h = layer_(G::h = h, G::ln1_w = l.ln1_w, G::ln1_b = l.ln1_b, G::q_w = l.q_w, G::q_b = l.q_b, G::k_w = l.k_w,
-                 G::k_b = l.k_b, G::v_w = l.v_w, G::v_b = l.v_b, G::o_w = l.o_w, G::o_b = l.o_b, G::ln2_w = l.ln2_w,
-                 G::ln2_b = l.ln2_b, G::i_w = l.i_w, G::i_b = l.i_b, G::out_w = l.out_w, G::out_b = l.out_b);
-    return head_(G::h = h, G::lnf_w = w.lnf_w, G::lnf_b = w.lnf_b, G::cls_w = w.cls_w, G::cls_b = w.cls_b);
+    if constexpr (model_graphs<Policies...>)
+      if (pixel_values.is_cuda()) return this->graphed(pixel_values);
+    Tensor<T> h = embed(embed_, pixel_values);
+    for (const auto& l : w_->layers) h = layer(layer_, l, h);
+    return head(head_, h);
   }
+
+  // The model's CUDA graphs: how many were captured, and how many calls replayed one.
+  long graph_captures() const { return graphs_.captures(); }
+  long graph_replays() const { return graphs_.replays(); }
 
   const ViTConfig& config() const { return w_->config; }
   std::string explain() const {
@@ -235,8 +241,66 @@ class CompiledViT {
   }
 
  private:
-  std::shared_ptr<const typename ViT<T>::Weights> w_;
+  // Each program called through f: the compiled program, or into(program, out).
+  template <class F>
+  auto embed(F&& f, const Tensor<T>& pixels) {
+    const Weights& w = *w_;
+    return f(G::pixels = pixels, G::patch_w = w.patch_w, G::patch_b = w.patch_b, G::cls = w.cls, G::pos = w.pos);
+  }
+  template <class F>
+  static auto layer(F&& f, const ViTLayer<T>& l, const Tensor<T>& h) {
+    return f(G::h = h, G::ln1_w = l.ln1_w, G::ln1_b = l.ln1_b, G::q_w = l.q_w, G::q_b = l.q_b, G::k_w = l.k_w,
+             G::k_b = l.k_b, G::v_w = l.v_w, G::v_b = l.v_b, G::o_w = l.o_w, G::o_b = l.o_b, G::ln2_w = l.ln2_w,
+             G::ln2_b = l.ln2_b, G::i_w = l.i_w, G::i_b = l.i_b, G::out_w = l.out_w, G::out_b = l.out_b);
+  }
+  template <class F>
+  auto head(F&& f, const Tensor<T>& h) {
+    const Weights& w = *w_;
+    return f(G::h = h, G::lnf_w = w.lnf_w, G::lnf_b = w.lnf_b, G::cls_w = w.cls_w, G::cls_b = w.cls_b);
+  }
+
+  // One batch size's buffers and graph: the images, the residual stream (two buffers, each
+  // layer reading one and writing the other) and the logits.
+  struct Graphed {
+    Tensor<T> pixels, h[2];
+    Tensor<Logits> logits;
+#if KILN_WITH_CUDA
+    ForwardGraph graph;
+    long captures() const { return graph.captures(); }
+    long replays() const { return graph.replays(); }
+#endif
+  };
+  Tensor<Logits> graphed(const Tensor<T>& pixel_values) {
+#if KILN_WITH_CUDA
+    const auto& c = w_->config;
+    const std::size_t B = pixel_values.shape()[0];
+    Graphed& g = graphs_.find(pixel_values.shape(), [&] {
+      auto n = std::make_unique<Graphed>();
+      const Shape hs{B, static_cast<std::size_t>(c.patches() + 1), static_cast<std::size_t>(c.hidden_size)};
+      n->pixels = Tensor<T>(pixel_values.shape(), device_);
+      n->h[0] = Tensor<T>(hs, device_);
+      n->h[1] = Tensor<T>(hs, device_);
+      n->logits = Tensor<Logits>(Shape{B, static_cast<std::size_t>(c.num_labels)}, device_);
+      return n;
+    });
+    g.pixels.copy_from(pixel_values);
+    g.graph.run(
+        [&] {
+          embed(into(embed_, g.h[0]), g.pixels);
+          const std::size_t n = w_->layers.size();
+          for (std::size_t i = 0; i < n; ++i) layer(into(layer_, g.h[(i + 1) % 2]), w_->layers[i], g.h[i % 2]);
+          head(into(head_, g.logits), g.h[n % 2]);
+        },
+        [&] { return embed_.plans_dropped() + layer_.plans_dropped() + head_.plans_dropped(); });
+    return Tensor<Logits>(g.logits);  // a copy, queued after the graph
+#else
+    return Tensor<Logits>(pixel_values.shape());  // not reached: model_graphs is false without CUDA
+#endif
+  }
+
+  std::shared_ptr<const Weights> w_;
   Device device_;
+  GraphedShapes<Shape, Graphed> graphs_;
   decltype(compile<Policies...>(G::embed(1))) embed_;
   decltype(compile<Policies...>(G::layer(1, 0.0))) layer_;
   decltype(compile<Policies...>(G::head(0.0))) head_;

@@ -166,6 +166,14 @@ class Compiled {
   }
 #endif
 
+  // How many plans (and their arenas) were dropped to make room for another shape signature.
+  // A CUDA graph captured over several compiled calls (models/model_graph.hpp) bakes in the
+  // arenas of their plans: it is valid while this count has not changed.
+  long plans_dropped() const {
+    const std::lock_guard<std::mutex> lock(mutex());
+    return plans_dropped_;
+  }
+
   // Profiling: while on, every call times each kernel (a clock read around it, no
   // synchronisation added), and explain() shows each kernel's mean time per call, its share
   // and its bandwidth, for the current input shapes. Turning it on clears earlier figures.
@@ -290,7 +298,10 @@ class Compiled {
       build_plan(e->plan, in.shapes, params_, CpuExec::kScalarsFirst, CpuExec::refine);
       CpuExec::prepare(e->plan, e->cpu);
     }
-    if (entries_.size() == (Policy::persistent ? kMaxPlans : 1)) entries_.pop_back();
+    if (entries_.size() == (Policy::persistent ? kMaxPlans : 1)) {
+      entries_.pop_back();
+      ++plans_dropped_;
+    }
     entries_.insert(entries_.begin(), std::move(e));
     return *entries_.front();
   }
@@ -314,6 +325,7 @@ class Compiled {
   std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
   std::vector<NodeParams> params_;
   std::vector<std::unique_ptr<Entry>> entries_;  // most recent first
+  long plans_dropped_ = 0;
   bool profiling_ = false;
   AutotuneStats stats_;
 };

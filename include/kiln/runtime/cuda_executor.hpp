@@ -2,7 +2,8 @@
 // (cuda::stream()). Under persistent policies (ReduceOverhead, MaxAutotune, CudaGraphs) the
 // arena is kept with the plan, the first call for a shape runs the kernels directly (and tunes,
 // under MaxAutotune), and later calls replay a CUDA graph of them (cuda::GraphCache: one per set
-// of tensor addresses).
+// of tensor addresses). A call made while kiln's stream is being captured (a model's whole
+// forward as one graph, models/model_graph.hpp) enqueues its kernels into that capture.
 //
 // What the CUDA backend adds to the device-neutral plan, in refine: a cuBLASLt plan per GEMM,
 // and bias gradients folded into their GEMM (cuBLASLt's BGRADA). Per call: the scalar kernels
@@ -129,7 +130,7 @@ class CudaExecutor {
     } else if (profiling) {
       profile(st, cs, stream);
       finish_outputs<F>(st, in, ptr, copy);
-    } else if (Policy::persistent && cs.device_calls > 0) {
+    } else if (Policy::persistent && cs.device_calls > 0 && !cuda::capturing(stream)) {
       if (!cs.graphs) cs.graphs = std::make_unique<cuda::GraphCache>();
       std::vector<const void*> key(in.data.begin(), in.data.begin() + F::kSymbols);
       for (int k = 0; k < F::NOut; ++k) key.push_back(ptr[F::kSymbols + k]);

@@ -8,6 +8,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,24 @@ class CapturedLaunches {
 
  private:
   cudaGraphExec_t exec_ = nullptr;
+};
+
+// Page-locked host memory: what a graph's copy nodes read or write when the graph runs (a copy
+// from pageable memory would be a synchronous copy, which a capture cannot hold).
+class PinnedBytes {
+ public:
+  explicit PinnedBytes(std::size_t bytes) : bytes_(bytes) {
+    KILN_CUDA_CHECK(cudaMallocHost(&p_, bytes > 0 ? bytes : 1));
+  }
+  PinnedBytes(const PinnedBytes&) = delete;
+  PinnedBytes& operator=(const PinnedBytes&) = delete;
+  ~PinnedBytes() { (void)cudaFreeHost(p_); }
+  std::byte* get() const { return static_cast<std::byte*>(p_); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_;
 };
 
 class GraphCache {

@@ -136,6 +136,15 @@ class StreamGuard {
 
 inline void synchronize() { KILN_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
+// Whether work enqueued on `s` is being captured into a CUDA graph (models/model_graph.hpp
+// captures a whole model's forward): a compiled call then enqueues its kernels into that
+// capture rather than replaying a graph of its own.
+inline bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  KILN_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+  return status == cudaStreamCaptureStatusActive;
+}
+
 // A CUDA event, destroyed with its scope (so a throwing launch leaks none).
 class Event {
  public:
