@@ -7,18 +7,21 @@
 //       included, as the peers' figures include it).
 //   W7prefill  the same model's forward over the 32-token prompt (logits for every position).
 // Each in Default, ReduceOverhead + FullGraph and MaxAutotune. bench_models runs them on the
-// CPU; bench_models_gpu (a CUDA build) on the GPU. Wall-clock times (each call ends with the
-// logits on the host, which synchronises the device); use --benchmark_repetitions and the
-// median. Counters: first_call_s, the first call (planning, CUDA-graph capture, MaxAutotune's
-// tuning); device_MB (GPU only), the device memory the process holds after the warm-up calls
-// beyond what it held before loading the model (kiln allocates its plans' memory up front, so
-// this is its peak), in 10^6 bytes.
+// CPU; bench_models_gpu (a CUDA build) on the GPU. Wall-clock times: each call ends when the
+// device has finished it (the logits stay on the device, as in PyTorch's peer; generate()
+// returns its tokens on the host); use --benchmark_repetitions and the median. Counters: first_call_s, the first call (planning, CUDA-graph capture, MaxAutotune's
+// tuning); peak_MB (GPU only), the most device memory kiln's allocator held at once from
+// loading the model to the end of the timed calls (weights, plans' arenas and graphs' buffers),
+// in 10^6 bytes, as PyTorch's peer reports torch.cuda.max_memory_allocated.
+// KILN_MODELS_PROFILE=1 prints, after each W6 and W7 case, its kernels and their times.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,23 +42,60 @@ const kiln::Device kDevice = kiln::Device::cuda();
 const kiln::Device kDevice = kiln::Device::cpu();
 #endif
 
-// Device memory in use on the current GPU, in bytes (0 on the CPU).
-double device_bytes_in_use() {
+// Starts a case's peak-memory count: the models of earlier cases are freed by now, so the peak
+// counts this case's model, buffers and outputs.
+void start_peak_memory() {
 #if KILN_CUDA_KERNELS
-  std::size_t free = 0, total = 0;
-  if (cudaMemGetInfo(&free, &total) == cudaSuccess) return static_cast<double>(total - free);
+  kiln::cuda::reset_peak_memory();
 #endif
+}
+
+// The most bytes kiln's allocator held at once since start_peak_memory() (0 on the CPU).
+double peak_device_bytes() {
+#if KILN_CUDA_KERNELS
+  return static_cast<double>(kiln::cuda::memory_stats().peak_bytes);
+#else
   return 0;
+#endif
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The counters every case reports (see the top of this file).
-void report_setup(benchmark::State& state, double first_call_s, double bytes_before) {
+// Waits for the device to finish the work behind `t` (nothing to wait for on the CPU).
+template <class T>
+void finished(const kiln::Tensor<T>& t) {
+  benchmark::DoNotOptimize(t.data());
+#if KILN_CUDA_KERNELS
+  kiln::cuda::synchronize();
+#endif
+}
+
+// The first call of a case in this process: the later repetitions of a case find its plans,
+// graphs and tuning cached, so every repetition reports the first's time (`key` tells a case's
+// arguments apart).
+template <auto Case>
+double first_call_of(std::int64_t key, double seconds) {
+  static std::map<std::int64_t, double> first;
+  return first.try_emplace(key, seconds).first->second;
+}
+
+// With KILN_MODELS_PROFILE set, after the timed calls: 5 profiled calls, then the programs'
+// plans with each kernel's mean time per call, on stderr under `title`.
+template <class Model, class Call>
+void print_profile(Model& fast, const std::string& title, Call&& call) {
+  if (!std::getenv("KILN_MODELS_PROFILE")) return;
+  fast.profile();
+  for (int i = 0; i < 5; ++i) call();
+  fast.profile(false);
+  std::fprintf(stderr, "== %s\n%s\n", title.c_str(), fast.explain().c_str());
+}
+
+// The counters every case reports (see the top of this file); called after the timed calls.
+void report(benchmark::State& state, double first_call_s) {
   state.counters["first_call_s"] = first_call_s;
-  if (kDevice.is_cuda()) state.counters["device_MB"] = (device_bytes_in_use() - bytes_before) / 1e6;
+  if (kDevice.is_cuda()) state.counters["peak_MB"] = peak_device_bytes() / 1e6;
 }
 
 // A random tensor of the given shape: normal with standard deviation sd around mean.
@@ -150,17 +190,18 @@ std::string vit_base() {
 template <class T, class... Policies>
 void W6(benchmark::State& state) {
   const std::string dir = vit_base();
-  const double bytes_before = device_bytes_in_use();
+  start_peak_memory();
   const auto vit = kiln::models::ViT<T>::from_pretrained(dir, kDevice);
   auto fast = kiln::compile<Policies...>(vit);
   const auto B = static_cast<std::size_t>(state.range(0));
   const auto images = kiln::randn<float>({B, 3, 224, 224}, 7).template as<T>().to(kDevice);
   const auto t0 = std::chrono::steady_clock::now();
-  benchmark::DoNotOptimize(fast(images).cpu());  // plan, capture, tune
-  const double first_call_s = seconds_since(t0);
-  benchmark::DoNotOptimize(fast(images).cpu());
-  report_setup(state, first_call_s, bytes_before);
-  for (auto _ : state) benchmark::DoNotOptimize(fast(images).cpu());
+  finished(fast(images));  // plan, capture, tune
+  const double first_call_s = first_call_of<&W6<T, Policies...>>(state.range(0), seconds_since(t0));
+  finished(fast(images));
+  for (auto _ : state) finished(fast(images));
+  report(state, first_call_s);
+  print_profile(fast, "W6 batch " + std::to_string(B), [&] { finished(fast(images)); });
   state.counters["images/s"] = benchmark::Counter(static_cast<double>(B), benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -175,16 +216,18 @@ kiln::Tensor<kiln::i64> w7_prompt() {
 template <class T, class... Policies>
 void W7(benchmark::State& state) {
   const std::string dir = gpt2_small();
-  const double bytes_before = device_bytes_in_use();
+  start_peak_memory();
   const auto lm = kiln::models::GPT2<T>::from_pretrained(dir, kDevice);
   auto fast = kiln::compile<Policies...>(lm);
   const auto ids = w7_prompt();
   const kiln::models::GenerationConfig gen{.max_new_tokens = 64, .eos_token_id = std::vector<long>{}, .pad_token_id = {}};
   auto t0 = std::chrono::steady_clock::now();
   benchmark::DoNotOptimize(fast.generate(ids, gen));  // plan (and capture) both shapes
-  report_setup(state, seconds_since(t0), bytes_before);
+  const double first_call_s = first_call_of<&W7<T, Policies...>>(0, seconds_since(t0));
   t0 = std::chrono::steady_clock::now();
   for (auto _ : state) benchmark::DoNotOptimize(fast.generate(ids, gen));
+  report(state, first_call_s);
+  print_profile(fast, "W7", [&] { (void)fast.generate(ids, gen); });
   state.counters["ms_per_token"] = seconds_since(t0) * 1e3 / static_cast<double>(state.iterations()) / 64;
 }
 
@@ -192,16 +235,16 @@ void W7(benchmark::State& state) {
 template <class T, class... Policies>
 void W7prefill(benchmark::State& state) {
   const std::string dir = gpt2_small();
-  const double bytes_before = device_bytes_in_use();
+  start_peak_memory();
   const auto lm = kiln::models::GPT2<T>::from_pretrained(dir, kDevice);
   auto fast = kiln::compile<Policies...>(lm);
   const auto ids = w7_prompt();
   const auto t0 = std::chrono::steady_clock::now();
-  benchmark::DoNotOptimize(fast(ids).cpu());
-  const double first_call_s = seconds_since(t0);
-  benchmark::DoNotOptimize(fast(ids).cpu());
-  report_setup(state, first_call_s, bytes_before);
-  for (auto _ : state) benchmark::DoNotOptimize(fast(ids).cpu());
+  finished(fast(ids));
+  const double first_call_s = first_call_of<&W7prefill<T, Policies...>>(0, seconds_since(t0));
+  finished(fast(ids));
+  for (auto _ : state) finished(fast(ids));
+  report(state, first_call_s);
 }
 
 using kiln::bf16;

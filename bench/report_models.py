@@ -26,7 +26,7 @@ def kiln_mode(policies):
 
 
 def load_kiln(path):
-    """{(workload, dtype, batch): {mode: {"ms", "first_call_s", "device_MB"}}}, medians."""
+    """{(workload, dtype, batch): {mode: {"ms", "first_call_s", "peak_MB"}}}, medians."""
     out = {}
     for b in json.load(open(path))["benchmarks"]:
         if b.get("aggregate_name") != "median":
@@ -37,7 +37,7 @@ def load_kiln(path):
         dtype = {"float": "f32"}.get(dtype, dtype)
         ms = b["ms_per_token"] if workload == "W7" else b["real_time"]
         out.setdefault((workload, dtype, batch), {})[kiln_mode(policies)] = {
-            "ms": ms, "first_call_s": b.get("first_call_s"), "device_MB": b.get("device_MB")}
+            "ms": ms, "first_call_s": b.get("first_call_s"), "peak_MB": b.get("peak_MB")}
     return out
 
 
@@ -75,7 +75,7 @@ def render(kiln, torch):
         "| case | " + " | ".join(f"kiln {m}" for m in KILN_MODES) + " | " +
         " | ".join(f"torch {m}" for m in torch_modes) + " | torch best / kiln best |",
         "|---" * (2 + len(KILN_MODES) + len(torch_modes)) + "|"]
-    setup = ["| case | kiln best mode | its first call (s) | its device memory (MB) | torch best mode | "
+    setup = ["| case | kiln best mode | its first call (s) | its peak memory (MB) | torch best mode | "
              "its first call (s) | its peak memory (MB) |", "|---|---|---|---|---|---|---|"]
     bars = []
     for k in keys:
@@ -91,7 +91,7 @@ def render(kiln, torch):
         lines.append(f"| {case_name(k)} | " + " | ".join(cells) + " | " + " | ".join(tcells) + f" | {ratio} |")
         kr, tr = km.get(kbm, {}), tm.get(tbm, {})
         setup.append(f"| {case_name(k)} | {kbm or '–'} | {fmt(kr.get('first_call_s'), 2)} | "
-                     f"{fmt(kr.get('device_MB'), 0)} | {tbm or '–'} | {fmt(tr.get('first_call_s'), 2)} | "
+                     f"{fmt(kr.get('peak_MB'), 0)} | {tbm or '–'} | {fmt(tr.get('first_call_s'), 2)} | "
                      f"{fmt(tr.get('peak_mb'), 0)} |")
         if kb and tb:
             bars.append((case_name(k), kb, kbm, tb, tbm))
@@ -134,6 +134,8 @@ def main():
     lines, setup, errors, bars = render(kiln, torch)
     text = [BEGIN, "",
             f"ms per call (W7: per new token, the prompt included), medians, one run{' on ' + a.device if a.device else ''}."
+            " kiln's times are wall-clock, from the call to the device's finishing it (W7: the tokens on the host);"
+            " PyTorch's are CUDA-event times of back-to-back calls, which hide the host's time where it overlaps the device's."
             " Written by `scripts/bench_models_gpu.sh`.", ""] + lines + ["", "First call and memory of each side's best mode:", ""] + setup
     if errors:
         text += ["", "PyTorch's failures:", ""] + errors

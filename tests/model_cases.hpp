@@ -139,6 +139,54 @@ void graphs_replay(const std::string& dir, const Reference& r) {
   // captured and the other 5 replay it; the second: the prompt is captured, 7 steps replay.
   CHECK(fast.graph_captures() == (gpu ? 1 + 1 + 1 : 0));
   CHECK(fast.graph_replays() == (gpu ? 2 + 5 + 7 : 0));
+  // Profiling runs the programs one by one (no graph replayed), with the same logits, and
+  // explain() shows each kernel's time.
+  fast.profile();
+  const auto profiled = fast(ids).cpu();
+  CHECK(std::memcmp(profiled.data(), first.data(), first.numel() * sizeof(float)) == 0);
+  CHECK(fast.graph_replays() == (gpu ? 2 + 5 + 7 : 0));
+  CHECK(fast.explain().find(" ms per call (") != std::string::npos);
+  fast.profile(false);
+  (void)fast(ids);
+  CHECK(fast.graph_replays() == (gpu ? 2 + 5 + 7 + 1 : 0));
+}
+
+// Sampling in generate(): top_k 1 picks the greedy tokens; a seed gives the same tokens again,
+// under CUDA graphs too (their own graphs, beside the greedy ones), and other seeds other tokens;
+// a bad temperature is a ValueError before any kernel runs.
+template <class M>
+void samples(const std::string& dir, const Reference& r) {
+  const auto lm = M::from_pretrained(dir, cases::device());
+  auto plain = kiln::compile(lm);
+  auto graphed = kiln::compile<kiln::ReduceOverhead, kiln::FullGraph>(lm);
+  const auto ids = r.ids.to(cases::device());
+  using G = kiln::models::GenerationConfig;
+  const G greedy{.max_new_tokens = 8, .eos_token_id = std::vector<long>{}, .pad_token_id = {}};
+  G top1 = greedy;
+  top1.do_sample = true, top1.top_k = 1, top1.seed = 5;
+  const auto want = plain.generate(ids, greedy).cpu();
+  const auto got = plain.generate(ids, top1).cpu();
+  REQUIRE(got.shape() == want.shape());
+  CHECK(std::memcmp(got.data(), want.data(), want.numel() * sizeof(kiln::i64)) == 0);
+  G hot = greedy;  // a flat distribution over the tiny vocabulary: the draws decide
+  hot.do_sample = true, hot.temperature = 4.0, hot.top_k = 0, hot.top_p = 0.95, hot.seed = 11;
+  const auto a = plain.generate(ids, hot).cpu();
+  for (int i = 0; i < 2; ++i) {
+    const auto b = graphed.generate(ids, hot).cpu();
+    REQUIRE(b.shape() == a.shape());
+    CHECK(std::memcmp(a.data(), b.data(), a.numel() * sizeof(kiln::i64)) == 0);
+  }
+  std::size_t differ = 0;
+  for (std::uint64_t seed : {12, 13, 14}) {
+    G other = hot;
+    other.seed = seed;
+    const auto c = plain.generate(ids, other).cpu();
+    differ += std::memcmp(a.data(), c.data(), a.numel() * sizeof(kiln::i64)) != 0;
+  }
+  CHECK(differ == 3);
+  G bad = hot;
+  bad.temperature = 0;
+  CHECK_THROWS_WITH_AS(plain.generate(ids, bad), doctest::Contains("temperature must be positive"), kiln::ValueError);
 }
 
 // A copy of a fixture's directory with config.json edited by `edit` (a JSON text transform).

@@ -27,12 +27,14 @@ std::string edited_copy(const std::string& name, const std::function<std::string
 DEVICE_CASE("GPT-2 from a Hugging Face checkpoint gives HF's logits, in every mode", {
   const Reference r = reference();
   // Relative to the largest logit. Measured on the CPU: float 4.4e-7 (7.6e-7 autotuned), bf16
-  // 2.4e-2, f16 1.7e-3: the bounds leave 2.5x or more, the float ones far below what a wrong op
-  // gives (> 1e-2).
-  CHECK(error_of<float>(r) < 2e-6);
-  CHECK(error_of<float, kiln::ReduceOverhead, kiln::FullGraph>(r) < 2e-6);
-  CHECK(error_of<float, kiln::MaxAutotune>(r) < 2e-6);
-  CHECK(error_of<float, kiln::Eager>(r) < 2e-6);
+  // 2.4e-2, f16 1.7e-3; on an H100, float 2.2e-6 (2.3e-6 autotuned: cuBLASLt's and the fused
+  // kernels' summation orders). The bounds leave 2x or more, the float ones far below what a
+  // wrong op gives (> 1e-2).
+  const double float_bound = cases::device().is_cuda() ? 5e-6 : 2e-6;
+  CHECK(error_of<float>(r) < float_bound);
+  CHECK(error_of<float, kiln::ReduceOverhead, kiln::FullGraph>(r) < float_bound);
+  CHECK(error_of<float, kiln::MaxAutotune>(r) < float_bound);
+  CHECK(error_of<float, kiln::Eager>(r) < float_bound);
   // 16-bit weights and activations, float accumulation.
   CHECK(error_of<kiln::bf16>(r) < 6e-2);
   CHECK(error_of<kiln::f16>(r) < 6e-3);
@@ -45,6 +47,10 @@ DEVICE_CASE("GPT-2's greedy generate with a static KV cache picks HF's tokens", 
   generates_as_hf<double>(r);
   model_cases::cache_agrees_with_forward<kiln::models::GPT2<float>>(kTiny, r);
   model_cases::graphs_replay<kiln::models::GPT2<float>>(kTiny, r);
+})
+
+DEVICE_CASE("GPT-2's generate samples with temperature, top-k, top-p and a seed", {
+  model_cases::samples<kiln::models::GPT2<float>>(kTiny, reference());
 })
 
 TEST_CASE("GPT-2 in float64 agrees with Hugging Face's float64 logits to rounding") {

@@ -63,6 +63,13 @@ DEVICE_CASE("ViT under CUDA graphs: one graph per batch size, replayed with the 
   const bool gpu = cases::device().is_cuda();
   CHECK(fast.graph_captures() == (gpu ? 1 : 0));
   CHECK(fast.graph_replays() == (gpu ? 2 : 0));
+  // Profiling runs the three programs one by one, with the same logits, and explain() shows
+  // each kernel's time.
+  fast.profile();
+  const auto profiled = fast(x).cpu();
+  CHECK(std::memcmp(profiled.data(), first.data(), first.numel() * sizeof(float)) == 0);
+  CHECK(fast.graph_replays() == (gpu ? 2 : 0));
+  CHECK(fast.explain().find(" ms per call (") != std::string::npos);
 })
 
 TEST_CASE("ViT in float64 agrees with HF's float64 logits to rounding") {

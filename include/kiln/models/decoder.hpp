@@ -22,6 +22,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <type_traits>
 #include <memory>
 #include <optional>
@@ -33,16 +34,25 @@
 #include "kiln/core/factories.hpp"
 #include "kiln/expr/ops.hpp"
 #include "kiln/models/model_graph.hpp"
+#include "kiln/models/sampling.hpp"
 #include "kiln/runtime/compile.hpp"
 
 namespace kiln::models {
 
-// Options of generate(), by the names of HF's GenerationConfig. eos_token_id and pad_token_id
-// default to the model's configuration (config.json); the pad defaults to the first eos.
+// Options of generate(), by the names and defaults of HF's GenerationConfig. eos_token_id and
+// pad_token_id default to the model's configuration (config.json); the pad defaults to the
+// first eos. Greedy unless do_sample; then temperature, top_k and top_p shape the distribution
+// and seed picks the draws (models/sampling.hpp).
 struct GenerationConfig {
   long max_new_tokens = 32;
   std::optional<std::vector<long>> eos_token_id;  // {} for none: always max_new_tokens tokens
   std::optional<long> pad_token_id;
+  bool do_sample = false;
+  double temperature = 1.0;
+  long top_k = 50;     // 0: off
+  double top_p = 1.0;  // 1: off
+  std::uint64_t seed = 0;
+  Sampling sampling() const { return {temperature, top_k, top_p, seed}; }
 };
 
 template <class Arch, class... Policies>
@@ -110,17 +120,17 @@ class CompiledDecoder {
   Tensor<Logits> operator()(const Tensor<i64>& input_ids) {
     check_ids(input_ids);
     if constexpr (model_graphs<Policies...>)
-      if (input_ids.is_cuda()) return this->graphed_forward(input_ids);
+      if (input_ids.is_cuda() && !profiling_) return this->graphed_forward(input_ids);
     const auto pos = Arch::positions(*w_, 0, input_ids.shape()[1], device_);
     Tensor<T> h = Arch::embed(embed_, *w_, input_ids, pos);
     for (const auto& l : w_->layers) h = Arch::layer(layer_, *w_, l, h, pos);
     return Arch::head(head_, *w_, h);
   }
 
-  // Greedy decoding with a static KV cache, as HF's generate(do_sample=False): the prompt
-  // input_ids [batch, seq] runs once, filling each layer's cache, then each new token is one
-  // step of seq 1 at the next position. The token chosen is the largest logit of the last
-  // position (the first on a tie). A sequence that has produced an end-of-sequence token gets
+  // Decoding with a static KV cache, as HF's generate(): the prompt input_ids [batch, seq] runs
+  // once, filling each layer's cache, then each new token is one step of seq 1 at the next
+  // position. The token chosen is the largest logit of the last position (the first on a tie),
+  // or with do_sample a draw from its logits (models/sampling.hpp). A sequence that has produced an end-of-sequence token gets
   // the pad token from then on, and generation stops once every sequence has (or after
   // max_new_tokens). Returns [batch, seq + the steps run]: the prompt and the new tokens.
   // Each layer's cache is [batch, kv_heads, seq + max_new_tokens, head_dim], at most the
@@ -139,19 +149,21 @@ class CompiledDecoder {
       throw ShapeError(std::string(Arch::name) + " generate: " + std::to_string(S) + " prompt tokens and " +
                        std::to_string(N) + " new ones need " + std::to_string(L) + " positions, more than the model's (" +
                        std::to_string(c.max_positions()) + ")");
+    if (gen.do_sample) check_sampling(gen.sampling(), std::string(Arch::name) + " generate");
     const auto prompt = input_ids.cpu();
     const std::vector<i64> ids(prompt.data(), prompt.data() + B * S);
+    const bool sample = gen.do_sample;
     if constexpr (model_graphs<Policies...>) {
-      if (device_.is_cuda()) {
-        Generation& g = generations_.find({B, S, L}, [&] { return this->make_generation(B, S, L); });
-        return decode(ids, B, S, N, eos, pad, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
+      if (device_.is_cuda() && !profiling_) {
+        Generation& g = generations_.find({B, S, L, sample}, [&] { return this->make_generation(B, S, L, sample); });
+        return decode(ids, B, S, N, eos, pad, gen, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
           return this->graphed_step(g, first == 0 ? g.prompt : g.step, step, first);
         });
       }
     }
     Caches caches = make_caches(B, L);
-    return decode(ids, B, S, N, eos, pad, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
-      return eager_step(step, B, seq, first, caches);
+    return decode(ids, B, S, N, eos, pad, gen, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
+      return eager_step(step, B, seq, first, caches, sample);
     });
   }
 
@@ -160,6 +172,13 @@ class CompiledDecoder {
   // many forwards replayed one.
   long graph_captures() const { return forwards_.captures() + generations_.captures(); }
   long graph_replays() const { return forwards_.replays() + generations_.replays(); }
+  // Per-kernel timing of the five programs (Compiled::profile): explain() then shows each
+  // kernel's mean time per call. While on, forwards and generate() run the programs one by
+  // one, not as CUDA graphs, so that each kernel can be timed.
+  void profile(bool on = true) {
+    profiling_ = on;
+    embed_.profile(on), layer_.profile(on), cached_.profile(on), head_.profile(on), pick_.profile(on);
+  }
   // The programs' plans (explain() of each).
   std::string explain() const {
     return "embedding:\n" + embed_.explain() + "\nlayer (run once per layer):\n" + layer_.explain() +
@@ -175,21 +194,33 @@ class CompiledDecoder {
       throw ShapeError(std::string(Arch::name) + ": a sequence of " + std::to_string(ids.shape()[1]) +
                        " tokens is longer than the model's positions (" + std::to_string(w_->config.max_positions()) + ")");
   }
+  // What a step of generate() gives its loop: each sequence's largest logit's token (greedy),
+  // or the last position's logits, [batch, vocab] row-major (sampling).
+  struct StepResult {
+    std::vector<i64> best;
+    std::vector<Logits> last;
+  };
   // generate()'s loop: next(ids [B, seq], first, seq) runs a forward at positions [first,
-  // first + seq) and returns each sequence's chosen token.
+  // first + seq); the token of sequence b at step t is next's best[b], or with do_sample a draw
+  // from its logits with uniform number sampling_uniform(seed, t, b).
   template <class Next>
   Tensor<i64> decode(const std::vector<i64>& prompt, std::size_t B, std::size_t S, std::size_t N,
-                     const std::vector<long>& eos, long pad, Next&& next) {
+                     const std::vector<long>& eos, long pad, const GenerationConfig& gen, Next&& next) {
+    const Sampling sampling = gen.sampling();
+    const std::size_t V = static_cast<std::size_t>(w_->config.vocab_size);
     std::vector<std::vector<i64>> tokens(B);
     for (std::size_t b = 0; b < B; ++b) tokens[b].assign(prompt.begin() + b * S, prompt.begin() + (b + 1) * S);
     std::vector<bool> finished(B, false);
     std::vector<i64> step = prompt;
     for (std::size_t t = 0; t < N && std::find(finished.begin(), finished.end(), false) != finished.end(); ++t) {
       const std::size_t first = t == 0 ? 0 : S + t - 1, seq = t == 0 ? S : 1;
-      const std::vector<i64> best = next(step, first, seq);
+      const StepResult r = next(step, first, seq);
       step.assign(B, 0);
       for (std::size_t b = 0; b < B; ++b) {
-        step[b] = finished[b] ? static_cast<i64>(pad) : best[b];
+        const i64 chosen = !gen.do_sample ? r.best[b]
+                                          : sample_token(r.last.data() + b * V, V, sampling, sampling_uniform(gen.seed, t, b),
+                                                         std::string(Arch::name) + " generate");
+        step[b] = finished[b] ? static_cast<i64>(pad) : chosen;
         finished[b] = finished[b] || std::find(eos.begin(), eos.end(), static_cast<long>(step[b])) != eos.end();
         tokens[b].push_back(step[b]);
       }
@@ -247,16 +278,26 @@ class CompiledDecoder {
     }
   };
 
-  // One step of generate() without graphs: the chosen token of each sequence (its last
-  // position's largest logit).
-  std::vector<i64> eager_step(const std::vector<i64>& ids, std::size_t B, std::size_t seq, std::size_t first, Caches& caches) {
+  // One step of generate() without graphs: each sequence's last position's largest logit's
+  // token, or with `sample` the last position's logits.
+  StepResult eager_step(const std::vector<i64>& ids, std::size_t B, std::size_t seq, std::size_t first, Caches& caches,
+                        bool sample) {
     const auto logits = cached_forward(Direct{}, from_vector(ids, Shape{B, seq}, device_), Arch::positions(*w_, first, seq, device_),
                                        scalar(first, device_), scalar(first + seq, device_), caches,
                                        static_cast<Tensor<T>*>(nullptr), static_cast<Tensor<Logits>*>(nullptr));
+    StepResult r;
+    if (sample) {
+      const std::size_t V = logits.shape()[2];
+      const auto host = logits.cpu();  // [B, seq, V]
+      r.last.resize(B * V);
+      for (std::size_t b = 0; b < B; ++b)
+        std::copy_n(host.data() + (b * seq + seq - 1) * V, V, r.last.data() + b * V);
+      return r;
+    }
     const Tensor<i64> best = pick_(Pick::logits = logits).cpu();  // [B, seq]
-    std::vector<i64> out(B);
-    for (std::size_t b = 0; b < B; ++b) out[b] = best[b * seq + seq - 1];
-    return out;
+    r.best.resize(B);
+    for (std::size_t b = 0; b < B; ++b) r.best[b] = best[b * seq + seq - 1];
+    return r;
   }
 
   template <class Tn, class F>
@@ -272,7 +313,8 @@ class CompiledDecoder {
 #if KILN_WITH_CUDA
   // One forward shape of generate() under graphs: the staged inputs (token ids, cache_pos,
   // kv_len, the positions' tensors) and their device views, the residual stream's two buffers,
-  // the logits, the chosen tokens on the device and in page-locked memory, and the graph.
+  // the logits, the chosen tokens on the device and in page-locked memory (or, when sampling,
+  // the last position's logits in page-locked memory), and the graph.
   struct StepBuffers {
     StagedInputs staged;
     std::size_t ids_slot = 0, at_slot = 0, len_slot = 0;
@@ -281,8 +323,9 @@ class CompiledDecoder {
     typename Arch::Positions pos;
     Tensor<T> h[2];
     Tensor<Logits> logits;
-    std::unique_ptr<cuda::PinnedBytes> next_host;
+    std::unique_ptr<cuda::PinnedBytes> next_host, last_host;
     std::size_t batch = 0, seq = 0;
+    bool sample = false;
     ForwardGraph graph;
   };
   // One generate() shape (batch, prompt length, cache length): its caches and two forwards.
@@ -292,9 +335,10 @@ class CompiledDecoder {
     long captures() const { return prompt.graph.captures() + step.graph.captures(); }
     long replays() const { return prompt.graph.replays() + step.graph.replays(); }
   };
-  void make_step(StepBuffers& sb, std::size_t B, std::size_t seq) {
+  void make_step(StepBuffers& sb, std::size_t B, std::size_t seq, bool sample) {
     sb.batch = B;
     sb.seq = seq;
+    sb.sample = sample;
     sb.ids_slot = sb.staged.template add<i64>(Shape{B, seq});
     sb.at_slot = sb.staged.template add<i64>(Shape{});
     sb.len_slot = sb.staged.template add<i64>(Shape{});
@@ -317,13 +361,14 @@ class CompiledDecoder {
     sb.h[1] = Tensor<T>(Shape{B, seq, E}, device_);
     sb.logits = Tensor<Logits>(Shape{B, seq, V}, device_);
     sb.next = Tensor<i64>(Shape{B, seq}, device_);
-    sb.next_host = std::make_unique<cuda::PinnedBytes>(B * seq * sizeof(i64));
+    if (sample) sb.last_host = std::make_unique<cuda::PinnedBytes>(B * V * sizeof(Logits));
+    else sb.next_host = std::make_unique<cuda::PinnedBytes>(B * seq * sizeof(i64));
   }
-  std::unique_ptr<Generation> make_generation(std::size_t B, std::size_t S, std::size_t L) {
+  std::unique_ptr<Generation> make_generation(std::size_t B, std::size_t S, std::size_t L, bool sample) {
     auto g = std::make_unique<Generation>();
     g->caches = make_caches(B, L);
-    make_step(g->prompt, B, S);
-    make_step(g->step, B, 1);
+    make_step(g->prompt, B, S, sample);
+    make_step(g->step, B, 1, sample);
     return g;
   }
   long plans_dropped() const {
@@ -331,8 +376,8 @@ class CompiledDecoder {
            pick_.plans_dropped();
   }
   // One step of generate() under graphs: stages ids [B, seq] and positions [first, first +
-  // seq), runs the step's graph and returns the chosen tokens.
-  std::vector<i64> graphed_step(Generation& g, StepBuffers& sb, const std::vector<i64>& ids, std::size_t first) {
+  // seq), runs the step's graph and returns the chosen tokens (or the last position's logits).
+  StepResult graphed_step(Generation& g, StepBuffers& sb, const std::vector<i64>& ids, std::size_t first) {
     sb.staged.set(sb.ids_slot, Tensor<i64>::view(const_cast<i64*>(ids.data()), Shape{sb.batch, sb.seq}));
     i64 at = static_cast<i64>(first), len = static_cast<i64>(first + sb.seq);
     sb.staged.set(sb.at_slot, Tensor<i64>::view(&at, Shape{}));
@@ -344,16 +389,28 @@ class CompiledDecoder {
         [&] {
           sb.staged.upload();
           cached_forward(IntoBuffers{}, sb.ids, sb.pos, sb.at, sb.len, g.caches, sb.h, &sb.logits);
-          pick_.into(sb.next, Pick::logits = sb.logits);
-          KILN_CUDA_CHECK(cudaMemcpyAsync(sb.next_host->get(), sb.next.data(), sb.batch * sb.seq * sizeof(i64),
-                                          cudaMemcpyDeviceToHost, cuda::stream()));
+          if (sb.sample) {  // row b: logits[b, seq - 1, :]
+            const std::size_t row = sb.logits.shape()[2] * sizeof(Logits);
+            KILN_CUDA_CHECK(cudaMemcpy2DAsync(sb.last_host->get(), row, sb.logits.data() + (sb.seq - 1) * sb.logits.shape()[2],
+                                              sb.seq * row, row, sb.batch, cudaMemcpyDeviceToHost, cuda::stream()));
+          } else {
+            pick_.into(sb.next, Pick::logits = sb.logits);
+            KILN_CUDA_CHECK(cudaMemcpyAsync(sb.next_host->get(), sb.next.data(), sb.batch * sb.seq * sizeof(i64),
+                                            cudaMemcpyDeviceToHost, cuda::stream()));
+          }
         },
         [&] { return plans_dropped(); });
     cuda::synchronize();
+    StepResult r;
+    if (sb.sample) {
+      const auto* last = reinterpret_cast<const Logits*>(sb.last_host->get());
+      r.last.assign(last, last + sb.batch * sb.logits.shape()[2]);
+      return r;
+    }
     const auto* best = reinterpret_cast<const i64*>(sb.next_host->get());
-    std::vector<i64> out(sb.batch);
-    for (std::size_t b = 0; b < sb.batch; ++b) out[b] = best[b * sb.seq + sb.seq - 1];
-    return out;
+    r.best.resize(sb.batch);
+    for (std::size_t b = 0; b < sb.batch; ++b) r.best[b] = best[b * sb.seq + sb.seq - 1];
+    return r;
   }
 
   // The forward of operator() under graphs, per ids shape: the ids, positions 0..seq-1, the
@@ -408,7 +465,8 @@ class CompiledDecoder {
   decltype(compile<Policies...>(Arch::head_program(std::declval<const typename Arch::Config&>()))) head_;
   decltype(compile<Policies...>(Pick::program())) pick_ = compile<Policies...>(Pick::program());
   GraphedShapes<Shape, Forward> forwards_;
-  GraphedShapes<std::array<std::size_t, 3>, Generation> generations_;
+  GraphedShapes<std::array<std::size_t, 4>, Generation> generations_;  // (batch, prompt, cache, sampling)
+  bool profiling_ = false;
 };
 
 // The KV-cache symbols every architecture's graph declares, [batch, kv_heads, length,

@@ -224,7 +224,7 @@ class CompiledViT {
       throw ShapeError("ViT: pixel_values must be [batch, " + std::to_string(c.num_channels) + ", " +
                        std::to_string(c.image_size) + ", " + std::to_string(c.image_size) + "], not " + s.str());
     if constexpr (model_graphs<Policies...>)
-      if (pixel_values.is_cuda()) return this->graphed(pixel_values);
+      if (pixel_values.is_cuda() && !profiling_) return this->graphed(pixel_values);
     Tensor<T> h = embed(embed_, pixel_values);
     for (const auto& l : w_->layers) h = layer(layer_, l, h);
     return head(head_, h);
@@ -235,6 +235,14 @@ class CompiledViT {
   long graph_replays() const { return graphs_.replays(); }
 
   const ViTConfig& config() const { return w_->config; }
+
+  // Per-kernel timing of the three programs (Compiled::profile): explain() then shows each
+  // kernel's mean time per call. While on, a forward runs its programs one by one, not as
+  // one CUDA graph, so that each kernel can be timed.
+  void profile(bool on = true) {
+    profiling_ = on;
+    embed_.profile(on), layer_.profile(on), head_.profile(on);
+  }
   std::string explain() const {
     return "embeddings:\n" + embed_.explain() + "\nlayer (run once per layer):\n" + layer_.explain() + "\nhead:\n" +
            head_.explain();
@@ -301,6 +309,7 @@ class CompiledViT {
   std::shared_ptr<const Weights> w_;
   Device device_;
   GraphedShapes<Shape, Graphed> graphs_;
+  bool profiling_ = false;
   decltype(compile<Policies...>(G::embed(1))) embed_;
   decltype(compile<Policies...>(G::layer(1, 0.0))) layer_;
   decltype(compile<Policies...>(G::head(0.0))) head_;
