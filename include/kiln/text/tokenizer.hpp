@@ -1,0 +1,411 @@
+// kiln: a byte-level BPE tokenizer read from a Hugging Face tokenizer.json (GPT-2's kind), giving
+// the ids that HF's `tokenizers` gives, and back to text.
+//
+//   auto tok = kiln::text::Tokenizer::from_pretrained("gpt2");      // gpt2/tokenizer.json
+//   std::vector<kiln::i64> ids = tok.encode("Hello, my dog is cute");
+//   std::string text = tok.decode(ids);
+//
+// encode(text), text being UTF-8:
+//   1. The added tokens (tokenizer.json's "added_tokens", <|endoftext|> say) are found in the
+//      text first, the longest at each position, and become their ids.
+//   2. Between them, the text is split into pieces by GPT-2's pattern, the first alternative
+//      that matches at each position:
+//        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//      (\p{L}, \p{N}: text/unicode_classes.hpp; \s: Unicode White_Space).
+//   3. Each piece's UTF-8 bytes become characters by GPT-2's byte-to-unicode table (printable
+//      bytes stand for themselves, the others for 256 + n), and adjacent symbols merge, the
+//      pair of lowest rank in "merges" first, until no pair of the table is left.
+//   4. Each symbol is looked up in "vocab".
+// decode(ids) maps each id back to its token, the token's characters back to bytes (added tokens
+// are their content), and returns the bytes.
+// Also read: ByteLevel's add_prefix_space (a space before text that has none) and use_regex
+// (false: no split), and the model's ignore_merges (a piece that is a token is that token). The
+// post-processor is not applied: encode() adds no BOS or EOS (GPT-2's adds none).
+//
+// What is refused with a FileError naming the file: anything but a "BPE" model with a
+// "ByteLevel" pre-tokenizer (alone or alone in a Sequence); a normalizer; byte_fallback, a
+// continuing-subword prefix or an end-of-word suffix; an added token that strips the spaces
+// beside it; a merge whose parts or result are not in the vocabulary. Text that
+// is not UTF-8 is a ValueError naming the byte; an id outside the vocabulary an IndexError.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/errors.hpp"
+#include "kiln/core/file.hpp"
+#include "kiln/text/unicode_classes.hpp"
+
+namespace kiln::text {
+
+// Whether code point c is in the sorted ranges r.
+template <std::size_t N>
+constexpr bool in_ranges(const CodeRange (&r)[N], std::uint32_t c) {
+  std::size_t lo = 0, hi = N;
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (r[mid].last < c) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < N && r[lo].first <= c;
+}
+constexpr bool is_letter(std::uint32_t c) { return c < 0x80 ? ((c | 0x20) - 'a' < 26) : in_ranges(kLetterRanges, c); }
+constexpr bool is_number(std::uint32_t c) { return c < 0x80 ? (c - '0' < 10) : in_ranges(kNumberRanges, c); }
+// Unicode's White_Space property.
+constexpr bool is_space(std::uint32_t c) {
+  return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// A UTF-8 encoding of code point c appended to out.
+inline void append_utf8(std::string& out, std::uint32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// The code points of UTF-8 text, with the byte offset of each (and text.size() at the end).
+// Overlong forms, surrogates and values above U+10FFFF are not UTF-8: a ValueError naming `who`
+// and the byte.
+inline void decode_utf8(std::string_view text, std::vector<std::uint32_t>& cps, std::vector<std::size_t>& at,
+                        const std::string& who) {
+  cps.clear(), at.clear();
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char b = s[i];
+    const int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    std::uint32_t c = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
+    bool ok = len > 0 && i + static_cast<std::size_t>(len) <= n;
+    for (int k = 1; ok && k < len; ++k) {
+      ok = (s[i + static_cast<std::size_t>(k)] & 0xC0) == 0x80;
+      c = (c << 6) | (s[i + static_cast<std::size_t>(k)] & 0x3F);
+    }
+    static constexpr std::uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && c >= kMin[len] && c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF);
+    if (!ok) throw ValueError(who + ": the text is not UTF-8 at byte " + std::to_string(i));
+    cps.push_back(c);
+    at.push_back(i);
+    i += static_cast<std::size_t>(len);
+  }
+  at.push_back(n);
+}
+
+// The pieces of GPT-2's pattern (the top of this file) over code points cps[0, n): each piece's
+// [begin, end) in code points.
+inline std::vector<std::pair<std::size_t, std::size_t>> split_gpt2(const std::vector<std::uint32_t>& cps) {
+  const std::size_t n = cps.size();
+  auto run = [&](std::size_t i, auto&& pred) {
+    while (i < n && pred(cps[i])) ++i;
+    return i;
+  };
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;
+  for (std::size_t i = 0; i < n;) {
+    std::size_t end = i;
+    const std::uint32_t c = cps[i];
+    const bool space_then = c == ' ' && i + 1 < n;
+    if (c == '\'' && i + 1 < n) {  // 's 't 're 've 'm 'll 'd
+      const std::uint32_t a = cps[i + 1], b = i + 2 < n ? cps[i + 2] : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') end = i + 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) end = i + 3;
+    }
+    if (end == i) {
+      for (auto pred : {+[](std::uint32_t x) { return is_letter(x); }, +[](std::uint32_t x) { return is_number(x); },
+                        +[](std::uint32_t x) { return !is_space(x) && !is_letter(x) && !is_number(x); }}) {
+        if (pred(c)) end = run(i, pred);
+        else if (space_then && pred(cps[i + 1])) end = run(i + 1, pred);
+        if (end != i) break;
+      }
+    }
+    if (end == i && is_space(c)) {  // \s+(?!\S), else \s+
+      const std::size_t j = run(i, is_space);
+      end = j == n || j - 1 == i ? j : j - 1;
+    }
+    if (end == i) end = i + 1;  // not reached: every code point is a space, a letter, a number or other
+    pieces.emplace_back(i, end);
+    i = end;
+  }
+  return pieces;
+}
+
+class Tokenizer {
+ public:
+  static constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
+
+  // Reads dir/tokenizer.json.
+  static Tokenizer from_pretrained(const std::string& dir) { return from_file(dir + "/tokenizer.json"); }
+  // Reads a tokenizer.json: a FileError naming it if it cannot be read or is not a byte-level
+  // BPE tokenizer kiln reads (the top of this file).
+  static Tokenizer from_file(const std::string& path) {
+    std::string why;
+    const kiln::detail::RegularFile file(path.c_str(), why);
+    if (!file.ok()) throw FileError("tokenizer " + path + ": " + (file.error() ? "cannot open it: " + std::string(std::strerror(file.error())) : why));
+    if (file.size() > kMaxBytes) throw FileError("tokenizer " + path + ": larger than 256 MiB");
+    const std::optional<std::string> text = file.read_all();
+    if (!text) throw FileError("tokenizer " + path + ": cannot read it");
+    return from_json(*text, path);
+  }
+  // The same from the file's text; `what` names it in errors.
+  static Tokenizer from_json(const std::string& text, const std::string& what) {
+    Tokenizer t;
+    t.what_ = "tokenizer " + what;
+    t.parse(text);
+    return t;
+  }
+
+  // The ids of UTF-8 text (the top of this file).
+  std::vector<i64> encode(std::string_view text) const {
+    std::vector<i64> ids;
+    std::size_t from = 0;
+    while (from < text.size()) {
+      // The next added token: the earliest, the longest there.
+      std::size_t at = text.size(), len = 0;
+      i64 id = -1;
+      for (const auto& [content, aid] : added_) {
+        const std::size_t p = text.find(content, from);
+        if (p != std::string_view::npos && (p < at || (p == at && content.size() > len))) at = p, len = content.size(), id = aid;
+      }
+      encode_ordinary(text.substr(from, at - from), ids);
+      if (id < 0) break;
+      ids.push_back(id);
+      from = at + len;
+    }
+    return ids;
+  }
+
+  // The text of ids; with skip_special_tokens, added tokens marked special are left out. An
+  // id outside the vocabulary is an IndexError.
+  std::string decode(const std::vector<i64>& ids, bool skip_special_tokens = false) const {
+    std::string out;
+    std::vector<std::uint32_t> cps;
+    std::vector<std::size_t> at;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const i64 id = ids[k];
+      if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size() || !tokens_[static_cast<std::size_t>(id)])
+        throw IndexError(what_ + ": decode: id " + std::to_string(id) + " at position " + std::to_string(k) +
+                         " is not in the vocabulary");
+      const Token& t = *tokens_[static_cast<std::size_t>(id)];
+      if (t.added) {
+        if (!(skip_special_tokens && t.special)) out += t.text;
+        continue;
+      }
+      decode_utf8(t.text, cps, at, what_);
+      for (std::uint32_t c : cps) {  // a character outside the byte table stands for itself, as in HF
+        if (c < 512 && char_is_byte_[c]) out += static_cast<char>(char_to_byte_[c]);
+        else append_utf8(out, c);
+      }
+    }
+    return out;
+  }
+
+  // The number of ids (the largest id plus one).
+  std::size_t vocab_size() const { return tokens_.size(); }
+  // The id of a token as tokenizer.json spells it (byte-level characters: "Ġthe"), if any.
+  std::optional<i64> token_to_id(const std::string& token) const {
+    if (auto it = vocab_.find(token); it != vocab_.end()) return it->second;
+    for (const auto& [content, id] : added_)
+      if (content == token) return id;
+    return std::nullopt;
+  }
+
+ private:
+  struct Token {
+    std::string text;
+    bool added = false, special = false;
+  };
+  struct PairHash {
+    std::size_t operator()(const std::pair<i64, i64>& p) const {
+      return std::hash<std::uint64_t>()(static_cast<std::uint64_t>(p.first) * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(p.second));
+    }
+  };
+
+  [[noreturn]] void fail(const std::string& why) const { throw FileError(what_ + ": " + why); }
+
+  // The ByteLevel pre-tokenizer, alone or the only one in a Sequence, or null.
+  static const nlohmann::json* byte_level(const nlohmann::json& pre) {
+    if (!pre.is_object()) return nullptr;
+    if (pre.value("type", "") == "ByteLevel") return &pre;
+    if (pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].is_array() &&
+        pre["pretokenizers"].size() == 1)
+      return byte_level(pre["pretokenizers"][0]);
+    return nullptr;
+  }
+
+  void parse(const std::string& text) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("not JSON: ") + e.what());
+    }
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) fail("no \"model\" object");
+    const auto& m = j["model"];
+    if (m.value("type", "BPE") != "BPE") fail("the model is \"" + m.value("type", "") + "\"; kiln reads byte-level BPE only");
+    const nlohmann::json* pre = j.contains("pre_tokenizer") ? byte_level(j["pre_tokenizer"]) : nullptr;
+    if (!pre) fail("the pre-tokenizer is not ByteLevel; kiln reads byte-level BPE only");
+    add_prefix_space_ = pre->value("add_prefix_space", false);
+    use_regex_ = pre->value("use_regex", true);
+    if (j.contains("normalizer") && !j["normalizer"].is_null()) fail("it has a normalizer, which kiln does not apply");
+    ignore_merges_ = m.value("ignore_merges", false);
+    if (m.contains("byte_fallback") && m["byte_fallback"].is_boolean() && m["byte_fallback"].get<bool>())
+      fail("byte_fallback is set; kiln reads byte-level BPE only");
+    for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (m.contains(k) && !m[k].is_null() && !(m[k].is_string() && m[k].get<std::string>().empty()))
+        fail(std::string("\"") + k + "\" is set; GPT-2's byte-level BPE has none");
+    if (!m.contains("vocab") || !m["vocab"].is_object()) fail("model.vocab is not an object");
+    for (const auto& [tok, id] : m["vocab"].items()) {
+      if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > (1 << 24))
+        fail("model.vocab[\"" + tok + "\"] is " + id.dump() + ", not an id in [0, 2^24]");
+      add_token(tok, id.get<i64>(), false, false);
+      vocab_[tok] = id.get<i64>();
+    }
+    if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+      for (const auto& a : j["added_tokens"]) {
+        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+            !a["content"].is_string() || a["id"].get<long long>() < 0 || a["id"].get<long long>() > (1 << 24))
+          fail("an added token is not {\"id\": n, \"content\": \"...\"}: " + a.dump());
+        const std::string content = a["content"].get<std::string>();
+        if (content.empty()) fail("an added token is empty");
+        if (a.value("lstrip", false) || a.value("rstrip", false))
+          fail("added token \"" + content + "\" strips the spaces beside it, which kiln does not do");
+        add_token(content, a["id"].get<i64>(), true, a.value("special", false));
+        added_.emplace_back(content, a["id"].get<i64>());
+      }
+    }
+    if (!m.contains("merges") || !m["merges"].is_array()) fail("model.merges is not a list");
+    i64 rank = 0;
+    for (const auto& mg : m["merges"]) {
+      std::string a, b;
+      if (mg.is_string()) {  // "a b"
+        const std::string s = mg.get<std::string>();
+        const std::size_t sp = s.find(' ');
+        if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
+          fail("merge " + std::to_string(rank) + " is \"" + s + "\", not two tokens and a space");
+        a = s.substr(0, sp), b = s.substr(sp + 1);
+      } else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string()) {  // ["a", "b"]
+        a = mg[0].get<std::string>(), b = mg[1].get<std::string>();
+      } else {
+        fail("merge " + std::to_string(rank) + " is " + mg.dump() + ", neither \"a b\" nor [\"a\", \"b\"]");
+      }
+      const auto ia = vocab_.find(a), ib = vocab_.find(b), ic = vocab_.find(a + b);
+      if (ia == vocab_.end() || ib == vocab_.end() || ic == vocab_.end())
+        fail("merge " + std::to_string(rank) + " (\"" + a + "\" \"" + b + "\") names a token outside the vocabulary");
+      merges_.emplace(std::make_pair(ia->second, ib->second), std::make_pair(rank++, ic->second));
+    }
+    // GPT-2's byte-to-unicode table: printable bytes stand for themselves, the others for 256 + n.
+    for (std::uint32_t b = 0; b < 256; ++b) {
+      const std::uint32_t c = byte_to_char(static_cast<unsigned char>(b));
+      char_to_byte_[c] = static_cast<unsigned char>(b);
+      char_is_byte_[c] = true;
+      std::string s;
+      append_utf8(s, c);
+      const auto it = vocab_.find(s);
+      byte_id_[b] = it == vocab_.end() ? -1 : it->second;
+    }
+    std::sort(added_.begin(), added_.end());
+  }
+
+  void add_token(const std::string& text, i64 id, bool added, bool special) {
+    const auto i = static_cast<std::size_t>(id);
+    if (tokens_.size() <= i) tokens_.resize(i + 1);
+    tokens_[i] = Token{text, added, special};
+  }
+
+  // Steps 2-4 of encode() over text without added tokens, appended to ids.
+  void encode_ordinary(std::string_view text, std::vector<i64>& ids) const {
+    if (text.empty()) return;
+    std::vector<std::uint32_t> cps;
+    std::vector<std::size_t> at;
+    std::string spaced;
+    if (add_prefix_space_ && text.front() != ' ') {
+      spaced = " " + std::string(text);
+      text = spaced;
+    }
+    decode_utf8(text, cps, at, what_ + ": encode");
+    std::vector<i64> word;
+    std::string piece;
+    const auto pieces = use_regex_ ? split_gpt2(cps) : std::vector<std::pair<std::size_t, std::size_t>>{{0, cps.size()}};
+    for (const auto& [b, e] : pieces) {
+      if (ignore_merges_) {  // a piece that is a token is that token (Llama 3's tokenizers)
+        piece.clear();
+        for (std::size_t k = at[b]; k < at[e]; ++k) append_utf8(piece, byte_to_char(static_cast<unsigned char>(text[k])));
+        if (const auto it = vocab_.find(piece); it != vocab_.end()) {
+          ids.push_back(it->second);
+          continue;
+        }
+      }
+      word.clear();
+      for (std::size_t k = at[b]; k < at[e]; ++k) {
+        const i64 id = byte_id_[static_cast<unsigned char>(text[k])];
+        if (id < 0)
+          throw ValueError(what_ + ": encode: byte " + std::to_string(static_cast<unsigned char>(text[k])) +
+                           " has no token in the vocabulary");
+        word.push_back(id);
+      }
+      merge(word);
+      ids.insert(ids.end(), word.begin(), word.end());
+    }
+  }
+
+  // BPE over one piece: merges the adjacent pair of lowest rank until none is in merges_.
+  void merge(std::vector<i64>& w) const {
+    while (w.size() > 1) {
+      i64 best = -1, into = -1;
+      std::size_t where = 0;
+      for (std::size_t k = 0; k + 1 < w.size(); ++k) {
+        const auto it = merges_.find({w[k], w[k + 1]});
+        if (it != merges_.end() && (best < 0 || it->second.first < best)) best = it->second.first, into = it->second.second, where = k;
+      }
+      if (best < 0) return;
+      // Every occurrence of the pair, left to right, as HF merges a rank at a time.
+      const i64 a = w[where], b = w[where + 1];
+      std::vector<i64> out;
+      out.reserve(w.size());
+      for (std::size_t k = 0; k < w.size(); ++k) {
+        if (k + 1 < w.size() && w[k] == a && w[k + 1] == b) out.push_back(into), ++k;
+        else out.push_back(w[k]);
+      }
+      w.swap(out);
+    }
+  }
+
+  std::string what_;
+  std::unordered_map<std::string, i64> vocab_;
+  std::vector<std::optional<Token>> tokens_;
+  std::vector<std::pair<std::string, i64>> added_;
+  std::unordered_map<std::pair<i64, i64>, std::pair<i64, i64>, PairHash> merges_;  // pair -> (rank, merged id)
+  static constexpr std::uint32_t byte_to_char(unsigned char b) {
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
+    std::uint32_t n = 256;  // the n-th byte that is not printable
+    for (unsigned c = 0; c < b; ++c) n += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
+    return n;
+  }
+  bool add_prefix_space_ = false, use_regex_ = true, ignore_merges_ = false;
+  unsigned char char_to_byte_[512] = {};
+  bool char_is_byte_[512] = {};
+  i64 byte_id_[256] = {};
+};
+
+}  // namespace kiln::text
