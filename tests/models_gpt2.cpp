@@ -1,7 +1,10 @@
 // GPT-2 loaded from a Hugging Face checkpoint and compiled, against what transformers computes.
 // tests/data/gpt2_tiny was written by tests/data/make_model_fixtures.py (transformers 4.40.2,
 // torch 1.13): GPT2LMHeadModel with 2 layers, 4 heads, n_embd 48, vocab 96 (model_cases.hpp).
+#include <nlohmann/json.hpp>
+
 #include "kiln/models/gpt2.hpp"
+#include "kiln/text/tokenizer.hpp"
 #include "model_cases.hpp"
 
 using model_cases::fixture;
@@ -51,6 +54,32 @@ DEVICE_CASE("GPT-2's greedy generate with a static KV cache picks HF's tokens", 
 
 DEVICE_CASE("GPT-2's generate samples with temperature, top-k, top-p and a seed", {
   model_cases::samples<kiln::models::GPT2<float>>(kTiny, reference());
+})
+
+// tests/data/gpt2_text (tests/data/make_tokenizer_fixture.py): a GPT-2 over the byte-level BPE
+// vocabulary of tests/data/bpe_tiny, and the text transformers' greedy generate gives after a
+// prompt, from its tokenizer to its decode.
+template <class... Policies>
+void completes_text_as_hf() {
+  const std::string dir = fixture("gpt2_text");
+  std::ifstream in(dir + "/reference.json");
+  const auto ref = nlohmann::json::parse(in);
+  const auto want = ref["ids"].get<std::vector<kiln::i64>>();
+  const auto tok = kiln::text::Tokenizer::from_pretrained(dir);
+  const std::vector<kiln::i64> prompt = tok.encode(ref["prompt"].get<std::string>());
+  REQUIRE(prompt.size() < want.size());
+  CHECK(std::equal(prompt.begin(), prompt.end(), want.begin()));
+  auto fast = kiln::compile<Policies...>(kiln::models::GPT2<float>::from_pretrained(dir, cases::device()));
+  const auto ids = kiln::from_vector(prompt, kiln::Shape{1, prompt.size()}, cases::device());
+  const auto out = fast.generate(ids, {.max_new_tokens = ref["max_new_tokens"].get<long>()}).cpu();
+  const std::vector<kiln::i64> got(out.data(), out.data() + out.numel());
+  CHECK(got == want);
+  CHECK(tok.decode(got) == ref["text"].get<std::string>());
+}
+
+DEVICE_CASE("GPT-2 with its tokenizer completes a prompt as transformers does, text to text", {
+  completes_text_as_hf();
+  completes_text_as_hf<kiln::ReduceOverhead, kiln::FullGraph>();
 })
 
 TEST_CASE("GPT-2 in float64 agrees with Hugging Face's float64 logits to rounding") {

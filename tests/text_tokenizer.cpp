@@ -51,6 +51,21 @@ TEST_CASE("the byte-level BPE tokenizer gives the ids of HF's tokenizers, and de
   CHECK(tok.decode(ids, /*skip_special_tokens=*/true) == "Hello");
 }
 
+TEST_CASE("decode turns bytes that are not UTF-8 into U+FFFD, a maximal invalid sequence at a time, as HF") {
+  using kiln::text::utf8_lossy;
+  const std::string r = "\xEF\xBF\xBD";
+  CHECK(utf8_lossy("plain \xC3\xA7" "a") == "plain \xC3\xA7" "a");
+  CHECK(utf8_lossy("a\xFF b") == "a" + r + " b");
+  CHECK(utf8_lossy("\xE6\x97") == r);                        // a character cut short: one
+  CHECK(utf8_lossy("\xF0\x9F\x99x") == r + "x");
+  CHECK(utf8_lossy("\xED\xA0\x80") == r + r + r);           // a surrogate: one per byte
+  CHECK(utf8_lossy("\xC0\x80") == r + r);                     // an overlong form
+  const auto tok = kiln::text::Tokenizer::from_pretrained(kDir);
+  const auto ids = tok.encode("\xF0\x9F\x99\x82");          // an emoji the merges may split
+  std::vector<kiln::i64> cut(ids.begin(), ids.end() - 1);
+  if (!cut.empty()) CHECK(tok.decode(cut).find(r) != std::string::npos);
+}
+
 TEST_CASE("GPT-2's pattern splits contractions, letters, numbers, other characters and spaces") {
   std::vector<std::uint32_t> cps;
   std::vector<std::size_t> at;

@@ -3,8 +3,12 @@
 pre-tokenizer without a prefix space, GPT-2's pattern, <|endoftext|> as an added special token)
 trained by Hugging Face's `tokenizers` on the corpus below, and reference.json: the ids that
 `tokenizers` gives for each test text, which tests/text_tokenizer.cpp compares kiln's with.
+Then tests/data/gpt2_text: a small GPT2LMHeadModel with random weights over that vocabulary,
+the tokenizer beside it, and reference.json: a prompt and the text of transformers' greedy
+generate (float64) after it, which tests/models_gpt2.cpp and examples/generate.cpp reproduce.
 
-  /usr/bin/python3 tests/data/make_tokenizer_fixture.py     (tokenizers 0.19.1)
+  /usr/bin/python3 tests/data/make_tokenizer_fixture.py     (tokenizers 0.19.1, transformers
+                                                            4.40.2, torch 1.13)
 """
 import json
 import os
@@ -59,6 +63,42 @@ def main():
     with open(os.path.join(OUT, "reference.json"), "w") as f:
         json.dump({"cases": cases}, f, ensure_ascii=False, indent=1)
     print(f"vocabulary {tok.get_vocab_size()}, {len(cases)} cases")
+    write_model(tok)
+
+
+PROMPT = "The quick brown fox"
+NEW_TOKENS = 12
+
+
+def write_model(tok):
+    import shutil
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+
+    path = os.path.join(HERE, "gpt2_text")
+    os.makedirs(path, exist_ok=True)
+    torch.manual_seed(7)
+    config = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.2,
+                        bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(config).eval()
+    model.save_pretrained(path, safe_serialization=True)
+    gen_config = os.path.join(path, "generation_config.json")
+    if os.path.exists(gen_config):
+        os.remove(gen_config)
+    shutil.copy(os.path.join(OUT, "tokenizer.json"), os.path.join(path, "tokenizer.json"))
+    hf = GPT2TokenizerFast(tokenizer_file=os.path.join(path, "tokenizer.json"))
+    ids = hf(PROMPT, return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = model.double().generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                      do_sample=False, pad_token_id=0)
+    # eos is token 0: generation may stop early, as kiln's does.
+    reference = {"prompt": PROMPT, "max_new_tokens": NEW_TOKENS, "ids": out[0].tolist(),
+                 "text": hf.decode(out[0])}
+    with open(os.path.join(path, "reference.json"), "w") as f:
+        json.dump(reference, f, ensure_ascii=False, indent=1)
+    print(f"gpt2_text: {reference['text']!r}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@
 //      pair of lowest rank in "merges" first, until no pair of the table is left.
 //   4. Each symbol is looked up in "vocab".
 // decode(ids) maps each id back to its token, the token's characters back to bytes (added tokens
-// are their content), and returns the bytes.
+// are their content), and returns them as UTF-8, U+FFFD for each invalid sequence (as HF).
 // Also read: ByteLevel's add_prefix_space (a space before text that has none) and use_regex
 // (false: no split), and the model's ignore_merges (a piece that is a token is that token). The
 // post-processor is not applied: encode() adds no BOS or EOS (GPT-2's adds none).
@@ -113,6 +113,38 @@ inline void decode_utf8(std::string_view text, std::vector<std::uint32_t>& cps, 
   at.push_back(n);
 }
 
+// bytes as UTF-8, each maximal invalid subsequence replaced by U+FFFD (Unicode's recommended
+// practice, and Rust's String::from_utf8_lossy, which HF's decode uses).
+inline std::string utf8_lossy(std::string_view bytes) {
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  const std::size_t n = bytes.size();
+  std::string out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char b = s[i];
+    if (b < 0x80) {
+      out += static_cast<char>(b), ++i;
+      continue;
+    }
+    // The sequence's length and the range of its second byte.
+    int len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) len = 2;
+    else if (b >= 0xE0 && b <= 0xEF) len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    std::size_t k = 1;
+    while (len > 0 && static_cast<int>(k) < len && i + k < n) {
+      const unsigned char c = s[i + k];
+      if (k == 1 ? (c < lo || c > hi) : (c & 0xC0) != 0x80) break;
+      ++k;
+    }
+    if (len > 0 && static_cast<int>(k) == len) out.append(bytes.substr(i, k));
+    else out += "\xEF\xBF\xBD";  // U+FFFD for the k bytes of the cut or invalid sequence
+    i += k;
+  }
+  return out;
+}
+
 // The pieces of GPT-2's pattern (the top of this file) over code points cps[0, n): each piece's
 // [begin, end) in code points.
 inline std::vector<std::pair<std::size_t, std::size_t>> split_gpt2(const std::vector<std::uint32_t>& cps) {
@@ -195,8 +227,9 @@ class Tokenizer {
     return ids;
   }
 
-  // The text of ids; with skip_special_tokens, added tokens marked special are left out. An
-  // id outside the vocabulary is an IndexError.
+  // The text of ids; with skip_special_tokens, added tokens marked special are left out. The
+  // tokens' bytes that are not UTF-8 (a character cut between tokens) become U+FFFD, as HF's
+  // decode does. An id outside the vocabulary is an IndexError.
   std::string decode(const std::vector<i64>& ids, bool skip_special_tokens = false) const {
     std::string out;
     std::vector<std::uint32_t> cps;
@@ -217,7 +250,7 @@ class Tokenizer {
         else append_utf8(out, c);
       }
     }
-    return out;
+    return utf8_lossy(out);
   }
 
   // The number of ids (the largest id plus one).
