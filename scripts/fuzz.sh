@@ -19,12 +19,12 @@ RUNS=${RUNS:-10000000}
 JOBS=${JOBS:-$(nproc)}
 if [ -z "${FUZZ_BIN:-}" ]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON > /dev/null || exit 1
-  cmake --build "$BUILD" --target fuzz_safetensors fuzz_autotune_cache fuzz_config > /dev/null || exit 1
+  cmake --build "$BUILD" --target fuzz_safetensors fuzz_autotune_cache fuzz_config fuzz_tokenizer > /dev/null || exit 1
   FUZZ_BIN=$BUILD/tests
 fi
 FUZZ_BIN=$(cd "$FUZZ_BIN" && pwd)
 status=0
-for f in ${TARGETS:-safetensors autotune_cache config}; do
+for f in ${TARGETS:-safetensors autotune_cache config tokenizer}; do
   work="$BUILD/fuzz-out/$f"
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/tmp"
   cp tests/fuzz/corpus/$f/* "$work/corpus/"

@@ -3,6 +3,7 @@
 // torch 1.13): ViTForImageClassification for 32 x 32 images of 3 channels in 8 x 8 patches,
 // hidden size 48, 4 heads, 2 layers, 10 labels, random weights; reference.safetensors holds
 // pixel_values [2, 3, 32, 32] and the logits transformers computes for them in float64.
+#include "kiln/models/image_processor.hpp"
 #include "kiln/models/vit.hpp"
 #include "model_cases.hpp"
 
@@ -93,4 +94,39 @@ TEST_CASE("ViT's configuration and inputs: what kiln refuses") {
   CHECK_THROWS_WITH_AS(refused(edited_copy(kTiny, "vit_size", [](auto s) { return replace(s, "\"image_size\": 32", "\"image_size\": 64"); })),
                        doctest::Contains("\"vit.embeddings.position_embeddings\" has shape [1, 17, 48], the configuration gives [1, 65, 48]"),
                        kiln::ShapeError);
+}
+
+// tests/data/vit_image (tests/data/make_image_fixture.py): a 75 x 50 picture and a 13 x 9 one,
+// and the pixel_values transformers' ViTImageProcessor (through Pillow's bilinear resize) makes
+// of them at 32 x 32; then vit_tiny's float64 logits for the first.
+TEST_CASE("ImageProcessor gives transformers' pixel_values, Pillow's bilinear resize to the bit, and ViT its logits") {
+  const auto processor = kiln::models::ImageProcessor::from_pretrained(kTiny);
+  CHECK(processor.height == 32);
+  CHECK(processor.width == 32);
+  kiln::io::SafetensorsFile f(model_cases::fixture("vit_image") + "/reference.safetensors");
+  for (const std::string name : {"large", "small"}) {
+    INFO(name);
+    const auto rgb = f.get_integers(name + "_rgb");
+    const kiln::Shape s = f.info(name + "_rgb").shape;
+    REQUIRE(s.rank() == 3);
+    const std::vector<std::uint8_t> bytes(rgb.begin(), rgb.end());
+    const kiln::Tensor<float> got = processor(bytes.data(), s[0], s[1]);
+    const kiln::Tensor<float> want = f.get<float>(name + "_pixel_values");
+    REQUIRE(got.shape() == want.shape());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < want.numel(); ++i) differ += got[i] != want[i];
+    CHECK(differ == 0);
+    if (name == "large") {
+      auto fast = kiln::compile(kiln::models::ViT<float>::from_pretrained(kTiny));
+      CHECK(model_cases::relative_error(fast(got), f.get<double>("large_logits")) < 4e-6);
+    }
+  }
+  CHECK_THROWS_AS(processor(nullptr, 0, 5), kiln::ShapeError);
+  auto refused = [](const std::string& text) {
+    return kiln::models::ImageProcessor::from(kiln::models::JsonConfig::from_text(text, "test"));
+  };
+  CHECK_THROWS_WITH_AS(refused(R"({"resample": 3})"), doctest::Contains("kiln resizes with bilinear (2) only"), kiln::FileError);
+  CHECK_THROWS_WITH_AS(refused(R"({"size": {"shortest_edge": 224}})"), doctest::Contains("no \"height\" and \"width\""),
+                       kiln::FileError);
+  CHECK_THROWS_WITH_AS(refused(R"({"image_mean": [0.5, 0.5]})"), doctest::Contains("3 values"), kiln::FileError);
 }

@@ -45,6 +45,9 @@ TEST_CASE("the byte-level BPE tokenizer gives the ids of HF's tokenizers, and de
     CHECK(tok.encode(text) == want);
     CHECK(tok.decode(want) == text);
   }
+  // A piece of 100,000 letters: merged in O(n log n), and back.
+  const std::string run(100000, 'a');
+  CHECK(tok.decode(tok.encode(run)) == run);
   const auto ids = tok.encode("<|endoftext|>Hello<|endoftext|>");
   CHECK(ids.front() == 0);
   CHECK(ids.back() == 0);
@@ -104,6 +107,8 @@ TEST_CASE("the tokenizer refuses text that is not UTF-8, unknown ids and files i
                        doctest::Contains("not two tokens and a space"), kiln::FileError);
   CHECK_THROWS_WITH_AS(edited([](nlohmann::json& j) { j["model"]["vocab"]["x"] = -3; }), doctest::Contains("not an id"),
                        kiln::FileError);
+  CHECK_THROWS_WITH_AS(edited([](nlohmann::json& j) { j["model"]["vocab"]["x"] = j["model"]["vocab"]["y"]; }),
+                       doctest::Contains("is given to both"), kiln::FileError);
   CHECK_THROWS_WITH_AS(edited([](nlohmann::json& j) { j["added_tokens"][0]["lstrip"] = true; }),
                        doctest::Contains("strips the spaces beside it"), kiln::FileError);
 }

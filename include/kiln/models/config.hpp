@@ -109,6 +109,25 @@ class JsonConfig {
     }
     return out;
   }
+  // A number or a list of numbers (an image processor's image_mean, say), each in [min, max].
+  std::vector<double> numbers(const std::string& key, std::vector<double> fallback,
+                              double min = -std::numeric_limits<double>::max(),
+                              double max = std::numeric_limits<double>::max()) const {
+    if (!has(key)) return fallback;
+    if (!json_[key].is_array()) return {number(key, 0, min, max)};
+    std::vector<double> out;
+    for (std::size_t i = 0; i < json_[key].size(); ++i) out.push_back(element(key, i).number(key, 0, min, max));
+    return out;
+  }
+  // The object under key as a configuration of its own (its errors name "key.inner"); absent or
+  // null, an empty one.
+  JsonConfig object(const std::string& key) const {
+    JsonConfig c;
+    c.what_ = what_ + " \"" + key + "\"";
+    c.json_ = has(key) ? json_[key] : nlohmann::json::object();
+    if (!c.json_.is_object()) fail_key(key, "is " + json_[key].dump() + ", not an object");
+    return c;
+  }
   // The number of entries of an object or array (HF's id2label, say).
   long entries(const std::string& key, long fallback) const {
     if (!has(key)) return fallback;

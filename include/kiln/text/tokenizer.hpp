@@ -32,7 +32,9 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <functional>
 #include <optional>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -185,6 +187,8 @@ inline std::vector<std::pair<std::size_t, std::size_t>> split_gpt2(const std::ve
 class Tokenizer {
  public:
   static constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
+  // Ids are below 2^21 (2,097,152; the largest vocabularies in use have about 256,000 tokens).
+  static constexpr long long kMaxIds = 1LL << 21;
 
   // Reads dir/tokenizer.json.
   static Tokenizer from_pretrained(const std::string& dir) { return from_file(dir + "/tokenizer.json"); }
@@ -309,15 +313,15 @@ class Tokenizer {
         fail(std::string("\"") + k + "\" is set; GPT-2's byte-level BPE has none");
     if (!m.contains("vocab") || !m["vocab"].is_object()) fail("model.vocab is not an object");
     for (const auto& [tok, id] : m["vocab"].items()) {
-      if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > (1 << 24))
-        fail("model.vocab[\"" + tok + "\"] is " + id.dump() + ", not an id in [0, 2^24]");
+      if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() >= kMaxIds)
+        fail("model.vocab[\"" + tok + "\"] is " + id.dump() + ", not an id in [0, " + std::to_string(kMaxIds) + ")");
       add_token(tok, id.get<i64>(), false, false);
       vocab_[tok] = id.get<i64>();
     }
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
       for (const auto& a : j["added_tokens"]) {
         if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-            !a["content"].is_string() || a["id"].get<long long>() < 0 || a["id"].get<long long>() > (1 << 24))
+            !a["content"].is_string() || a["id"].get<long long>() < 0 || a["id"].get<long long>() >= kMaxIds)
           fail("an added token is not {\"id\": n, \"content\": \"...\"}: " + a.dump());
         const std::string content = a["content"].get<std::string>();
         if (content.empty()) fail("an added token is empty");
@@ -360,9 +364,13 @@ class Tokenizer {
     std::sort(added_.begin(), added_.end());
   }
 
+  // Token `id` is `text`; an id given to two different texts is a FileError (an added token
+  // may repeat a vocabulary entry with the same text, as GPT-2's <|endoftext|> does).
   void add_token(const std::string& text, i64 id, bool added, bool special) {
     const auto i = static_cast<std::size_t>(id);
     if (tokens_.size() <= i) tokens_.resize(i + 1);
+    if (tokens_[i] && tokens_[i]->text != text)
+      fail("id " + std::to_string(id) + " is given to both \"" + tokens_[i]->text + "\" and \"" + text + "\"");
     tokens_[i] = Token{text, added, special};
   }
 
@@ -402,26 +410,44 @@ class Tokenizer {
     }
   }
 
-  // BPE over one piece: merges the adjacent pair of lowest rank until none is in merges_.
+  // BPE over one piece: merges the adjacent pair of lowest rank (the leftmost of equal ranks)
+  // until no adjacent pair is in merges_. A heap of candidate pairs over a linked list of
+  // symbols, as HF's BPE: O(n log n) in the piece's bytes, so a long run of letters costs no more
+  // than its length.
   void merge(std::vector<i64>& w) const {
-    while (w.size() > 1) {
-      i64 best = -1, into = -1;
-      std::size_t where = 0;
-      for (std::size_t k = 0; k + 1 < w.size(); ++k) {
-        const auto it = merges_.find({w[k], w[k + 1]});
-        if (it != merges_.end() && (best < 0 || it->second.first < best)) best = it->second.first, into = it->second.second, where = k;
-      }
-      if (best < 0) return;
-      // Every occurrence of the pair, left to right, as HF merges a rank at a time.
-      const i64 a = w[where], b = w[where + 1];
-      std::vector<i64> out;
-      out.reserve(w.size());
-      for (std::size_t k = 0; k < w.size(); ++k) {
-        if (k + 1 < w.size() && w[k] == a && w[k + 1] == b) out.push_back(into), ++k;
-        else out.push_back(w[k]);
-      }
-      w.swap(out);
+    const std::size_t n = w.size();
+    if (n < 2) return;
+    std::vector<std::size_t> next(n), prev(n);
+    std::vector<bool> alive(n, true);
+    for (std::size_t k = 0; k < n; ++k) next[k] = k + 1, prev[k] = k - 1;  // n and SIZE_MAX: none
+    struct Candidate {
+      i64 rank;
+      std::size_t at;
+      i64 left, right;
+      bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : at > o.at; }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+    auto offer = [&](std::size_t k) {
+      if (k >= n || next[k] >= n) return;
+      if (const auto it = merges_.find({w[k], w[next[k]]}); it != merges_.end())
+        heap.push({it->second.first, k, w[k], w[next[k]]});
+    };
+    for (std::size_t k = 0; k + 1 < n; ++k) offer(k);
+    while (!heap.empty()) {
+      const Candidate c = heap.top();
+      heap.pop();
+      const std::size_t k = c.at, j = next[k];
+      if (!alive[k] || j >= n || w[k] != c.left || w[j] != c.right) continue;  // stale
+      w[k] = merges_.at({c.left, c.right}).second;
+      alive[j] = false;
+      next[k] = next[j];
+      if (next[j] < n) prev[next[j]] = k;
+      if (prev[k] < n) offer(prev[k]);
+      offer(k);
     }
+    std::size_t out = 0;
+    for (std::size_t k = 0; k < n; k = next[k]) w[out++] = w[k];
+    w.resize(out);
   }
 
   std::string what_;
