@@ -9,10 +9,11 @@
 // Each in Default, ReduceOverhead + FullGraph and MaxAutotune. bench_models runs them on the
 // CPU; bench_models_gpu (a CUDA build) on the GPU. Wall-clock times: each call ends when the
 // device has finished it (the logits stay on the device, as in PyTorch's peer; generate()
-// returns its tokens on the host); use --benchmark_repetitions and the median. Counters: first_call_s, the first call (planning, CUDA-graph capture, MaxAutotune's
-// tuning); peak_MB (GPU only), the most device memory kiln's allocator held at once from
-// loading the model to the end of the timed calls (weights, plans' arenas and graphs' buffers),
-// in 10^6 bytes, as PyTorch's peer reports torch.cuda.max_memory_allocated.
+// returns its tokens on the host); use --benchmark_repetitions and the median. Counters:
+// first_call_s, the first call (planning, CUDA-graph capture, MaxAutotune's tuning); peak_MB
+// (GPU only), the most device memory kiln's allocator held at once from loading the model to
+// the end of the timed calls (weights, plans' arenas and graphs' buffers), in 10^6 bytes, as
+// PyTorch's peer reports torch.cuda.max_memory_allocated.
 // KILN_MODELS_PROFILE=1 prints, after each W6 and W7 case, its kernels and their times.
 #include <benchmark/benchmark.h>
 
@@ -226,9 +227,9 @@ void W7(benchmark::State& state) {
   const double first_call_s = first_call_of<&W7<T, Policies...>>(0, seconds_since(t0));
   t0 = std::chrono::steady_clock::now();
   for (auto _ : state) benchmark::DoNotOptimize(fast.generate(ids, gen));
+  state.counters["ms_per_token"] = seconds_since(t0) * 1e3 / static_cast<double>(state.iterations()) / 64;
   report(state, first_call_s);
   print_profile(fast, "W7", [&] { (void)fast.generate(ids, gen); });
-  state.counters["ms_per_token"] = seconds_since(t0) * 1e3 / static_cast<double>(state.iterations()) / 64;
 }
 
 // W7prefill: the logits of the 32-token prompt, the forward generate() starts with.
