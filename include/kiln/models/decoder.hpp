@@ -130,11 +130,11 @@ class CompiledDecoder {
   // Decoding with a static KV cache, as HF's generate(): the prompt input_ids [batch, seq] runs
   // once, filling each layer's cache, then each new token is one step of seq 1 at the next
   // position. The token chosen is the largest logit of the last position (the first on a tie),
-  // or with do_sample a draw from its logits (models/sampling.hpp). A sequence that has produced an end-of-sequence token gets
-  // the pad token from then on, and generation stops once every sequence has (or after
-  // max_new_tokens). Returns [batch, seq + the steps run]: the prompt and the new tokens.
-  // Each layer's cache is [batch, kv_heads, seq + max_new_tokens, head_dim], at most the
-  // model's positions.
+  // or with do_sample a draw from its logits (models/sampling.hpp). A sequence that has produced
+  // an end-of-sequence token gets the pad token from then on, and generation stops once every
+  // sequence has (or after max_new_tokens). Returns [batch, seq + the steps run]: the prompt and
+  // the new tokens. Each layer's cache is [batch, kv_heads, seq + max_new_tokens, head_dim], at
+  // most the model's positions.
   Tensor<i64> generate(const Tensor<i64>& input_ids, const GenerationConfig& gen = {}) {
     const auto& c = w_->config;
     check_ids(input_ids);
@@ -208,6 +208,7 @@ class CompiledDecoder {
                      const std::vector<long>& eos, long pad, const GenerationConfig& gen, Next&& next) {
     const Sampling sampling = gen.sampling();
     const std::size_t V = static_cast<std::size_t>(w_->config.vocab_size);
+    const std::string who = std::string(Arch::name) + " generate";
     std::vector<std::vector<i64>> tokens(B);
     for (std::size_t b = 0; b < B; ++b) tokens[b].assign(prompt.begin() + b * S, prompt.begin() + (b + 1) * S);
     std::vector<bool> finished(B, false);
@@ -217,9 +218,8 @@ class CompiledDecoder {
       const StepResult r = next(step, first, seq);
       step.assign(B, 0);
       for (std::size_t b = 0; b < B; ++b) {
-        const i64 chosen = !gen.do_sample ? r.best[b]
-                                          : sample_token(r.last.data() + b * V, V, sampling, sampling_uniform(gen.seed, t, b),
-                                                         std::string(Arch::name) + " generate");
+        const i64 chosen =
+            !gen.do_sample ? r.best[b] : sample_token(r.last.data() + b * V, V, sampling, sampling_uniform(gen.seed, t, b), who);
         step[b] = finished[b] ? static_cast<i64>(pad) : chosen;
         finished[b] = finished[b] || std::find(eos.begin(), eos.end(), static_cast<long>(step[b])) != eos.end();
         tokens[b].push_back(step[b]);
