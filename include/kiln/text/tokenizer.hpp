@@ -88,61 +88,56 @@ inline void append_utf8(std::string& out, std::uint32_t c) {
   }
 }
 
+// The UTF-8 sequence at s[i] (of n bytes): its length, with its code point in c, where it is
+// well formed (Unicode's table 3-7: no overlong form, surrogate or value above U+10FFFF); else
+// minus the length of its maximal invalid subpart (at least 1), Unicode's unit of replacement.
+inline int utf8_sequence(const unsigned char* s, std::size_t n, std::size_t i, std::uint32_t& c) {
+  const unsigned char b = s[i];
+  if (b < 0x80) return c = b, 1;
+  int len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (b >= 0xC2 && b <= 0xDF) len = 2, c = b & 0x1F;
+  else if (b >= 0xE0 && b <= 0xEF) len = 3, c = b & 0x0F, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+  else if (b >= 0xF0 && b <= 0xF4) len = 4, c = b & 0x07, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+  else return -1;
+  int k = 1;
+  for (; k < len && i + static_cast<std::size_t>(k) < n; ++k) {
+    const unsigned char x = s[i + static_cast<std::size_t>(k)];
+    if (k == 1 ? (x < lo || x > hi) : (x & 0xC0) != 0x80) break;
+    c = (c << 6) | (x & 0x3F);
+  }
+  return k == len ? len : -k;
+}
+
 // The code points of UTF-8 text, with the byte offset of each (and text.size() at the end).
-// Overlong forms, surrogates and values above U+10FFFF are not UTF-8: a ValueError naming `who`
-// and the byte.
+// Text that is not UTF-8 is a ValueError naming `who` and the byte.
 inline void decode_utf8(std::string_view text, std::vector<std::uint32_t>& cps, std::vector<std::size_t>& at,
                         const std::string& who) {
   cps.clear(), at.clear();
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const std::size_t n = text.size();
-  for (std::size_t i = 0; i < n;) {
-    const unsigned char b = s[i];
-    const int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-    std::uint32_t c = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
-    bool ok = len > 0 && i + static_cast<std::size_t>(len) <= n;
-    for (int k = 1; ok && k < len; ++k) {
-      ok = (s[i + static_cast<std::size_t>(k)] & 0xC0) == 0x80;
-      c = (c << 6) | (s[i + static_cast<std::size_t>(k)] & 0x3F);
-    }
-    static constexpr std::uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && c >= kMin[len] && c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF);
-    if (!ok) throw ValueError(who + ": the text is not UTF-8 at byte " + std::to_string(i));
+  for (std::size_t i = 0; i < text.size();) {
+    std::uint32_t c = 0;
+    const int len = utf8_sequence(s, text.size(), i, c);
+    if (len < 0) throw ValueError(who + ": the text is not UTF-8 at byte " + std::to_string(i));
     cps.push_back(c);
     at.push_back(i);
     i += static_cast<std::size_t>(len);
   }
-  at.push_back(n);
+  at.push_back(text.size());
 }
 
-// bytes as UTF-8, each maximal invalid subsequence replaced by U+FFFD (Unicode's recommended
+// bytes as UTF-8, each maximal invalid subpart replaced by U+FFFD (Unicode's recommended
 // practice, and Rust's String::from_utf8_lossy, which HF's decode uses).
 inline std::string utf8_lossy(std::string_view bytes) {
   const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  const std::size_t n = bytes.size();
   std::string out;
-  out.reserve(n);
-  for (std::size_t i = 0; i < n;) {
-    const unsigned char b = s[i];
-    if (b < 0x80) {
-      out += static_cast<char>(b), ++i;
-      continue;
-    }
-    // The sequence's length and the range of its second byte.
-    int len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) len = 2;
-    else if (b >= 0xE0 && b <= 0xEF) len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4) len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    std::size_t k = 1;
-    while (len > 0 && static_cast<int>(k) < len && i + k < n) {
-      const unsigned char c = s[i + k];
-      if (k == 1 ? (c < lo || c > hi) : (c & 0xC0) != 0x80) break;
-      ++k;
-    }
-    if (len > 0 && static_cast<int>(k) == len) out.append(bytes.substr(i, k));
-    else out += "\xEF\xBF\xBD";  // U+FFFD for the k bytes of the cut or invalid sequence
-    i += k;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    std::uint32_t c = 0;
+    const int len = utf8_sequence(s, bytes.size(), i, c);
+    if (len > 0) out.append(bytes.substr(i, static_cast<std::size_t>(len)));
+    else out += "\xEF\xBF\xBD";
+    i += static_cast<std::size_t>(len > 0 ? len : -len);
   }
   return out;
 }
@@ -236,23 +231,13 @@ class Tokenizer {
   // decode does. An id outside the vocabulary is an IndexError.
   std::string decode(const std::vector<i64>& ids, bool skip_special_tokens = false) const {
     std::string out;
-    std::vector<std::uint32_t> cps;
-    std::vector<std::size_t> at;
     for (std::size_t k = 0; k < ids.size(); ++k) {
       const i64 id = ids[k];
       if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size() || !tokens_[static_cast<std::size_t>(id)])
         throw IndexError(what_ + ": decode: id " + std::to_string(id) + " at position " + std::to_string(k) +
                          " is not in the vocabulary");
       const Token& t = *tokens_[static_cast<std::size_t>(id)];
-      if (t.added) {
-        if (!(skip_special_tokens && t.special)) out += t.text;
-        continue;
-      }
-      decode_utf8(t.text, cps, at, what_);
-      for (std::uint32_t c : cps) {  // a character outside the byte table stands for itself, as in HF
-        if (c < 512 && char_is_byte_[c]) out += static_cast<char>(char_to_byte_[c]);
-        else append_utf8(out, c);
-      }
+      if (!(skip_special_tokens && t.special)) out += t.bytes;
     }
     return utf8_lossy(out);
   }
@@ -269,7 +254,8 @@ class Tokenizer {
 
  private:
   struct Token {
-    std::string text;
+    std::string text;   // as tokenizer.json spells it
+    std::string bytes;  // what it decodes to: an added token's text, else its characters mapped back to bytes
     bool added = false, special = false;
   };
   struct PairHash {
@@ -352,14 +338,30 @@ class Tokenizer {
       merges_.emplace(std::make_pair(ia->second, ib->second), std::make_pair(rank++, ic->second));
     }
     // GPT-2's byte-to-unicode table: printable bytes stand for themselves, the others for 256 + n.
-    for (std::uint32_t b = 0; b < 256; ++b) {
-      const std::uint32_t c = byte_to_char(static_cast<unsigned char>(b));
-      char_to_byte_[c] = static_cast<unsigned char>(b);
-      char_is_byte_[c] = true;
+    unsigned char char_to_byte[512] = {};
+    bool char_is_byte[512] = {};
+    for (std::uint32_t b = 0, n = 256; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      const std::uint32_t c = printable ? b : n++;
+      byte_char_[b] = c;
+      char_to_byte[c] = static_cast<unsigned char>(b);
+      char_is_byte[c] = true;
       std::string s;
       append_utf8(s, c);
       const auto it = vocab_.find(s);
       byte_id_[b] = it == vocab_.end() ? -1 : it->second;
+    }
+    // What each vocabulary token decodes to, once: a character outside the table stands for
+    // itself, as in HF. (nlohmann's parser has checked that every string is UTF-8.)
+    std::vector<std::uint32_t> cps;
+    std::vector<std::size_t> at;
+    for (auto& t : tokens_) {
+      if (!t || t->added) continue;
+      decode_utf8(t->text, cps, at, what_);
+      for (std::uint32_t c : cps) {
+        if (c < 512 && char_is_byte[c]) t->bytes += static_cast<char>(char_to_byte[c]);
+        else append_utf8(t->bytes, c);
+      }
     }
     std::sort(added_.begin(), added_.end());
   }
@@ -371,7 +373,7 @@ class Tokenizer {
     if (tokens_.size() <= i) tokens_.resize(i + 1);
     if (tokens_[i] && tokens_[i]->text != text)
       fail("id " + std::to_string(id) + " is given to both \"" + tokens_[i]->text + "\" and \"" + text + "\"");
-    tokens_[i] = Token{text, added, special};
+    tokens_[i] = Token{text, added ? text : std::string(), added, special};
   }
 
   // Steps 2-4 of encode() over text without added tokens, appended to ids.
@@ -391,7 +393,7 @@ class Tokenizer {
     for (const auto& [b, e] : pieces) {
       if (ignore_merges_) {  // a piece that is a token is that token (Llama 3's tokenizers)
         piece.clear();
-        for (std::size_t k = at[b]; k < at[e]; ++k) append_utf8(piece, byte_to_char(static_cast<unsigned char>(text[k])));
+        for (std::size_t k = at[b]; k < at[e]; ++k) append_utf8(piece, byte_char_[static_cast<unsigned char>(text[k])]);
         if (const auto it = vocab_.find(piece); it != vocab_.end()) {
           ids.push_back(it->second);
           continue;
@@ -423,14 +425,14 @@ class Tokenizer {
     struct Candidate {
       i64 rank;
       std::size_t at;
-      i64 left, right;
+      i64 left, right, into;
       bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : at > o.at; }
     };
     std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
     auto offer = [&](std::size_t k) {
       if (k >= n || next[k] >= n) return;
       if (const auto it = merges_.find({w[k], w[next[k]]}); it != merges_.end())
-        heap.push({it->second.first, k, w[k], w[next[k]]});
+        heap.push({it->second.first, k, w[k], w[next[k]], it->second.second});
     };
     for (std::size_t k = 0; k + 1 < n; ++k) offer(k);
     while (!heap.empty()) {
@@ -438,7 +440,7 @@ class Tokenizer {
       heap.pop();
       const std::size_t k = c.at, j = next[k];
       if (!alive[k] || j >= n || w[k] != c.left || w[j] != c.right) continue;  // stale
-      w[k] = merges_.at({c.left, c.right}).second;
+      w[k] = c.into;
       alive[j] = false;
       next[k] = next[j];
       if (next[j] < n) prev[next[j]] = k;
@@ -455,16 +457,9 @@ class Tokenizer {
   std::vector<std::optional<Token>> tokens_;
   std::vector<std::pair<std::string, i64>> added_;
   std::unordered_map<std::pair<i64, i64>, std::pair<i64, i64>, PairHash> merges_;  // pair -> (rank, merged id)
-  static constexpr std::uint32_t byte_to_char(unsigned char b) {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
-    std::uint32_t n = 256;  // the n-th byte that is not printable
-    for (unsigned c = 0; c < b; ++c) n += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
-    return n;
-  }
   bool add_prefix_space_ = false, use_regex_ = true, ignore_merges_ = false;
-  unsigned char char_to_byte_[512] = {};
-  bool char_is_byte_[512] = {};
-  i64 byte_id_[256] = {};
+  std::uint32_t byte_char_[256] = {};  // GPT-2's character for each byte
+  i64 byte_id_[256] = {};              // the token of each byte's character, or -1
 };
 
 }  // namespace kiln::text
