@@ -241,31 +241,128 @@ inline void cache_lengths() {
                      reference_cut(ref::from(t.q.cpu()), ref::from(t.k.cpu()), ref::from(t.v.cpu()), l, true), 1e-12, 1e-12);
   }
   CHECK_THROWS_WITH_AS(f(q64 = t.q, k64 = t.k, v64 = t.v, len = lengths({5, 6, 7})),
-                       doctest::Contains("kv_len [3] must be a scalar or one length per batch [2]"), kiln::ShapeError);
+                       doctest::Contains("kv_len [3] must be a scalar, one length per batch [2], or one key window"),
+                       kiln::ShapeError);
 }
 
-// Gradients through attention with kv_len against central differences: the keys past a batch's
-// length get zero gradients.
-inline void gradients_with_lengths() {
-  constexpr auto len = kiln::input<"len", 1, kiln::i64>();
+// The reference with batch b using keys [first[b], end[b]) only: under the mask, query i sees
+// those up to position i + end[b] - Sq.
+inline ref::Array reference_window(const ref::Array& q, const ref::Array& k, const ref::Array& v,
+                                   const std::vector<std::int64_t>& first, const std::vector<std::int64_t>& end, bool causal) {
+  const std::size_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const std::size_t Hkv = k.shape[1], Skv = k.shape[2], Dv = v.shape[3];
+  const double scale = 1 / std::sqrt(static_cast<double>(D));
+  ref::Array out = ref::zeros({B, H, Sq, Dv});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < Sq; ++i) {
+        const long stop = causal ? std::min<long>(end[b], static_cast<long>(i + 1) + end[b] - static_cast<long>(Sq)) : end[b];
+        std::vector<double> s(Skv);
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (long j = first[b]; j < stop; ++j) {
+          double dot = 0;
+          for (std::size_t d = 0; d < D; ++d)
+            dot += q.data[((b * H + h) * Sq + i) * D + d] * k.data[((b * Hkv + h / (H / Hkv)) * Skv + j) * D + d];
+          mx = std::max(mx, s[j] = dot * scale);
+        }
+        for (long j = first[b]; j < stop; ++j) sum += s[j] = std::exp(s[j] - mx);
+        for (long j = first[b]; j < stop; ++j)
+          for (std::size_t d = 0; d < Dv; ++d)
+            out.data[((b * H + h) * Sq + i) * Dv + d] += s[j] / sum * v.data[((b * Hkv + h / (H / Hkv)) * Skv + j) * Dv + d];
+      }
+  return out;
+}
+
+// Key windows [B, 2] (first key, end), as a left-padded batch in a static cache uses them: the
+// decode path, the general kernel and the tensor cores (bf16, a window starting past the first
+// key tile), a padded prompt whose first queries see no key (zeros), empty windows, and windows
+// that are not windows of the cache.
+inline void key_windows() {
+  constexpr auto win = kiln::input<"win", 2, kiln::i64>();
+  auto f = kiln::compile(kiln::attention<kiln::causal>(q64, k64, v64, win));
+  auto g = kiln::compile(kiln::attention(q64, k64, v64, win));
+  const auto windows = [](std::vector<std::int64_t> first, std::vector<std::int64_t> end) {
+    std::vector<std::int64_t> w;
+    for (std::size_t b = 0; b < first.size(); ++b) w.insert(w.end(), {first[b], end[b]});
+    return kiln::from_vector<kiln::i64>(w, kiln::Shape{first.size(), 2}).to(cases::device());
+  };
+  const auto t = draw<double>({2, 4, 3, 16}, {2, 2, 300, 16}, 16, 730);  // decode on CUDA
+  const auto u = draw<double>({2, 2, 70, 16}, {2, 2, 300, 16}, 16, 733);  // the general kernel
+  const auto check = [&](auto& fn, const Qkv<double>& x, std::vector<std::int64_t> first, std::vector<std::int64_t> end,
+                         bool causal) {
+    ref::check_close(fn(q64 = x.q, k64 = x.k, v64 = x.v, win = windows(first, end)).cpu(),
+                     reference_window(ref::from(x.q.cpu()), ref::from(x.k.cpu()), ref::from(x.v.cpu()), first, end, causal),
+                     1e-12, 1e-12);
+  };
+  for (const auto& [first, end] : std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>{
+           {{5, 100}, {20, 300}}, {{0, 250}, {257, 257}}, {{129, 3}, {300, 70}}}) {
+    check(f, t, first, end, true);
+    check(g, t, first, end, false);
+    check(f, u, first, end, true);
+    check(g, u, first, end, false);
+  }
+  // A left-padded prompt: batch 0 starts at position 7, so its first 7 queries see no key.
+  const auto p = draw<double>({2, 2, 20, 16}, {2, 2, 20, 16}, 16, 736);
+  check(f, p, {7, 0}, {20, 20}, true);
+  const auto out = f(q64 = p.q, k64 = p.k, v64 = p.v, win = windows({7, 0}, {20, 20})).cpu();
+  CHECK(out[6 * 16] == 0.0);  // batch 0, head 0, query 6
+  using kiln::bf16;
+  constexpr auto qb = kiln::input<"q", 4, bf16>();
+  constexpr auto kb = kiln::input<"k", 4, bf16>();
+  constexpr auto vb = kiln::input<"v", 4, bf16>();
+  auto h = kiln::compile(kiln::attention<kiln::causal>(qb, kb, vb, win));
+  const auto w = draw<bf16>({2, 2, 70, 64}, {2, 2, 200, 64}, 64, 739);
+  const std::vector<std::int64_t> first{70, 3}, end{130, 200};
+  ref::check_close(h(qb = w.q, kb = w.k, vb = w.v, win = windows(first, end)).cpu(),
+                   reference_window(ref::from(w.q.cpu()), ref::from(w.k.cpu()), ref::from(w.v.cpu()), first, end, true), 2e-2,
+                   8e-3);
+  if (cases::device().is_cpu()) {
+    CHECK_THROWS_WITH_AS(f(q64 = t.q, k64 = t.k, v64 = t.v, win = windows({5, 9}, {20, 8})),
+                         doctest::Contains("attention: the key window [9, 8) of batch 1 is not a window of the cache, which "
+                                           "has 300 positions"),
+                         kiln::IndexError);
+    CHECK_THROWS_AS(f(q64 = t.q, k64 = t.k, v64 = t.v, win = windows({-1, 0}, {20, 8})), kiln::IndexError);
+    CHECK_THROWS_AS(f(q64 = t.q, k64 = t.k, v64 = t.v, win = windows({0, 0}, {20, 301})), kiln::IndexError);
+  }
+  CHECK_THROWS_WITH_AS(
+      f(q64 = t.q, k64 = t.k, v64 = t.v, win = kiln::zeros<kiln::i64>({2, 3}, cases::device())),
+      doctest::Contains("or one key window (first, end) per batch [2, 2]"), kiln::ShapeError);
+}
+
+// d/dq, d/dk and d/dv of sum(attention<causal>(q, k, v, n) * r) against central differences,
+// for q [2, 2, 3, 4] and k, v [2, 1, 9, 4], n an index operand of rank R (lengths or windows);
+// returns dk and dv.
+template <int R>
+std::pair<kiln::Tensor<double>, kiln::Tensor<double>> gradients_with(const kiln::Tensor<kiln::i64>& n, std::uint64_t seed) {
+  constexpr auto len = kiln::input<"len", R, kiln::i64>();
   constexpr auto r = kiln::input<"r", 4, double>();
   constexpr auto loss = kiln::sum(kiln::attention<kiln::causal>(q64, k64, v64, len) * r);
   auto value = kiln::compile(loss);
   auto [gq, gk, gv] = kiln::grad(loss, q64, k64, v64);
   auto grads = kiln::compile(kiln::outputs(gq, gk, gv));
-  const auto t = draw<double>({2, 2, 3, 4}, {2, 1, 9, 4}, 4, 720);
+  const auto t = draw<double>({2, 2, 3, 4}, {2, 1, 9, 4}, 4, seed);
   const auto qt = t.q.cpu(), kt = t.k.cpu(), vt = t.v.cpu();
-  const auto lt = kiln::from_vector<kiln::i64>({4, 9});
-  const auto rt = kiln::randn<double>({2, 2, 3, 4}, 725);
+  const auto rt = kiln::randn<double>({2, 2, 3, 4}, seed + 5);
   const auto dev = cases::device();
-  const auto [aq, ak, av] = grads(q64 = t.q, k64 = t.k, v64 = t.v, len = lt.to(dev), r = rt.to(dev));
+  const auto [aq, ak, av] = grads(q64 = t.q, k64 = t.k, v64 = t.v, len = n.to(dev), r = rt.to(dev));
   auto at = [&](const kiln::Tensor<double>& a, const kiln::Tensor<double>& b, const kiln::Tensor<double>& c) {
-    return value(q64 = a, k64 = b, v64 = c, len = lt, r = rt)[0];
+    return value(q64 = a, k64 = b, v64 = c, len = n, r = rt)[0];
   };
   gradcheck::check("attention dq", aq.cpu(), gradcheck::numeric_gradient(qt, [&](const auto& x) { return at(x, kt, vt); }));
   gradcheck::check("attention dk", ak.cpu(), gradcheck::numeric_gradient(kt, [&](const auto& x) { return at(qt, x, vt); }));
   gradcheck::check("attention dv", av.cpu(), gradcheck::numeric_gradient(vt, [&](const auto& x) { return at(qt, kt, x); }));
-  CHECK(ak.cpu()[4 * 4] == 0.0);  // batch 0, position 4: past its length
+  return {ak.cpu(), av.cpu()};
+}
+// With kv_len: the keys past a batch's length get zero gradients.
+inline void gradients_with_lengths() {
+  const auto [dk, dv] = gradients_with<1>(kiln::from_vector<kiln::i64>({4, 9}), 720);
+  CHECK(dk[4 * 4] == 0.0);  // batch 0, position 4: past its length
+}
+// With key windows: the keys outside a batch's window get zero gradients.
+inline void gradients_with_windows() {
+  const auto [dk, dv] = gradients_with<2>(kiln::from_vector<kiln::i64>({2, 6, 5, 9}, kiln::Shape{2, 2}), 740);
+  CHECK(dk[1 * 4] == 0.0);        // batch 0, position 1: before its window
+  CHECK(dv[(9 + 4) * 4] == 0.0);  // batch 1, position 4: before its window
 }
 
 // d/dq, d/dk and d/dv of sum(attention(q, k, v) * r) against central differences: causal and

@@ -189,6 +189,71 @@ void samples(const std::string& dir, const Reference& r) {
   CHECK_THROWS_WITH_AS(plain.generate(ids, bad), doctest::Contains("temperature must be positive"), kiln::ValueError);
 }
 
+// A left-padded batch (reference_padded.safetensors: prompts of 11, 6 and 3 tokens after pad id
+// 0, with HF's attention_mask): the logits of model(input_ids, attention_mask) are HF's at the
+// real positions, generate(input_ids, attention_mask) appends HF's 8 tokens, and each sequence's
+// new tokens are those it gets alone, without padding. Masks kiln does not take are errors.
+template <class M, class... Policies>
+void padded_batch(const std::string& dir, double bound) {
+  kiln::io::SafetensorsFile f(dir + "/reference_padded.safetensors");
+  auto integers = [&](const std::string& name) {
+    const auto v = f.get_integers(name);
+    return kiln::from_vector(std::vector<kiln::i64>(v.begin(), v.end()), f.info(name).shape);
+  };
+  const auto ids = integers("input_ids"), mask = integers("attention_mask"), generated = integers("generated");
+  const auto want = f.get<double>("logits");
+  REQUIRE(ids.shape() == kiln::Shape{3, 11});
+  REQUIRE(generated.shape() == kiln::Shape{3, 19});
+  const std::vector<std::size_t> pads{0, 5, 8};
+  for (std::size_t b = 0; b < 3; ++b) REQUIRE(mask.at({b, pads[b]}) == 1);
+  const auto lm = M::from_pretrained(dir, cases::device());
+  auto fast = kiln::compile<Policies...>(lm);
+  const auto dev = cases::device();
+  for (int call = 0; call < 2; ++call) {  // twice: under graphs, the second call is the capture
+    const auto logits = fast(ids.to(dev), mask.to(dev)).cpu();
+    REQUIRE(logits.shape() == want.shape());
+    const std::size_t V = want.shape()[2];
+    double err = 0, scale = 0;
+    for (std::size_t b = 0; b < 3; ++b)
+      for (std::size_t i = pads[b]; i < 11; ++i)
+        for (std::size_t v = 0; v < V; ++v) {
+          err = std::max(err, std::abs(static_cast<double>(logits.at({b, i, v})) - want.at({b, i, v})));
+          scale = std::max(scale, std::abs(want.at({b, i, v})));
+        }
+    REQUIRE(scale > 0.1);
+    CHECK(err / scale < bound);
+  }
+  const kiln::models::GenerationConfig gen{.max_new_tokens = 8, .pad_token_id = 0};
+  for (int call = 0; call < 2; ++call) {
+    const auto got = fast.generate(ids.to(dev), mask.to(dev), gen).cpu();
+    REQUIRE(got.shape() == generated.shape());
+    for (std::size_t i = 0; i < got.numel(); ++i) {
+      INFO("call " << call << ", token " << i % 19 << " of sequence " << i / 19);
+      CHECK(got[i] == generated[i]);
+    }
+  }
+  for (std::size_t b = 0; b < 3; ++b) {
+    const std::size_t n = 11 - pads[b];
+    std::vector<kiln::i64> alone(ids.data() + b * 11 + pads[b], ids.data() + (b + 1) * 11);
+    const auto got = fast.generate(kiln::from_vector(alone, kiln::Shape{1, n}, dev), gen).cpu();
+    REQUIRE(got.numel() <= n + 8);
+    for (std::size_t i = n; i < got.numel(); ++i) {
+      INFO("sequence " << b << " alone, new token " << i - n);
+      CHECK(got[i] == generated.at({b, 11 + i - n}));
+    }
+  }
+  kiln::Tensor<kiln::i64> right = mask;  // a copy
+  right.at({1, 10}) = 0;
+  CHECK_THROWS_WITH_AS(fast(ids.to(dev), right.to(dev)),
+                       doctest::Contains("attention_mask[1, 10] is 0 after a 1: kiln takes left padding only"), kiln::ValueError);
+  kiln::Tensor<kiln::i64> two = mask;
+  two.at({0, 0}) = 2;
+  CHECK_THROWS_WITH_AS(fast.generate(ids.to(dev), two.to(dev), gen),
+                       doctest::Contains("attention_mask[0, 0] is 2; a mask holds 0 (padding) and 1"), kiln::ValueError);
+  CHECK_THROWS_WITH_AS(fast(ids.to(dev), kiln::ones<kiln::i64>({3, 10}, dev)),
+                       doctest::Contains("attention_mask [3, 10] must have input_ids' shape [3, 11]"), kiln::ShapeError);
+}
+
 // A copy of a fixture's directory with config.json edited by `edit` (a JSON text transform).
 inline std::string edited_copy(const std::string& dir, const std::string& name,
                                const std::function<std::string(std::string)>& edit) {

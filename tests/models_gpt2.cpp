@@ -52,6 +52,11 @@ DEVICE_CASE("GPT-2's greedy generate with a static KV cache picks HF's tokens", 
   model_cases::graphs_replay<kiln::models::GPT2<float>>(kTiny, r);
 })
 
+DEVICE_CASE("GPT-2 on a left-padded batch with an attention mask gives HF's logits and tokens", {
+  model_cases::padded_batch<kiln::models::GPT2<float>>(kTiny, 5e-6);
+  model_cases::padded_batch<kiln::models::GPT2<float>, kiln::ReduceOverhead, kiln::FullGraph>(kTiny, 5e-6);
+})
+
 DEVICE_CASE("GPT-2's generate samples with temperature, top-k, top-p and a seed", {
   model_cases::samples<kiln::models::GPT2<float>>(kTiny, reference());
 })

@@ -46,6 +46,10 @@ DEVICE_CASE("Llama and Gemma from Hugging Face checkpoints give HF's logits and 
   model_cases::cache_agrees_with_forward<Gemma<float>>(fixture("gemma_tiny"), gemma);
   // Under graphs the rotary rows of each position are staged, as GPT-2's position ids are.
   model_cases::graphs_replay<Llama<float>>(fixture("llama_tiny"), llama);
+  // A left-padded batch: each sequence's rotary positions count from its first token.
+  model_cases::padded_batch<Llama<float>>(fixture("llama_tiny"), 4e-6);
+  model_cases::padded_batch<Llama<float>, kiln::ReduceOverhead, kiln::FullGraph>(fixture("llama_tiny"), 4e-6);
+  model_cases::padded_batch<Gemma<float>>(fixture("gemma_tiny"), 4e-6);
 })
 
 TEST_CASE("Llama and Gemma in float64 agree with HF to its float rotary tables and norms") {

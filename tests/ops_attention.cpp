@@ -11,6 +11,8 @@ DEVICE_CASE("attention of head_dim 64, 128 and 256 in f16", head_dims<kiln::f16>
 DEVICE_CASE("attention over 4096 positions", long_sequence())
 DEVICE_CASE("attention's bad shapes", bad_shapes())
 DEVICE_CASE("attention with cache lengths", cache_lengths())
+DEVICE_CASE("attention with key windows", key_windows())
 DEVICE_CASE("gradients of attention with cache lengths", gradients_with_lengths())
+DEVICE_CASE("gradients of attention with key windows", gradients_with_windows())
 DEVICE_CASE("gradients of attention", gradients())
 DEVICE_CASE("gradients of attention in bf16", gradients_in_bf16())

@@ -2,7 +2,8 @@
 random weights saved by Hugging Face transformers (config.json, model.safetensors) as
 from_pretrained reads it, and reference.safetensors with input_ids, the logits HF computes for
 them in float64, and the 8 tokens HF's greedy generate (float64, with its KV cache) appends
-(for ViT: pixel_values and the logits).
+(for ViT: pixel_values and the logits); for the language models also reference_padded.safetensors,
+the same for a left-padded batch with its attention_mask (write_padded).
 Weights are drawn with 10 times the usual initial spread, so that the tokens generated depend
 on the context, and the biases and norm weights are random too.
     python3 tests/data/make_model_fixtures.py [output dir]      (needs torch and transformers)
@@ -45,6 +46,36 @@ def write(name, model, seed, vocab):
                                    do_sample=False, pad_token_id=0)
     save_file({"input_ids": input_ids.contiguous(), "logits": logits.contiguous(), "generated": generated.contiguous()},
               os.path.join(path, "reference.safetensors"))
+    write_padded(model, path, seed, vocab)
+
+
+def write_padded(model, path, seed, vocab):
+    """reference_padded.safetensors: a left-padded batch of prompts of 11, 6 and 3 tokens (pad id 0)
+    with its attention_mask, the float64 logits of model(input_ids, attention_mask) at the real
+    positions (0 at the padding) and the 8 tokens generate(input_ids, attention_mask) appends
+    greedily. Each sequence is computed alone, with the position ids the padded batch gives it
+    (the forward: its index in the row; generate: counted from its first token): in float64,
+    transformers 4.40's Llama and Gemma turn a padded batch into NaN (their softmax runs in
+    float32, where a fully masked row of a padding token is NaN, and the NaN reaches the other
+    tokens through 0 * NaN in the attention's sum)."""
+    g = torch.Generator().manual_seed(seed + 200)  # its own generator: the draws above stay as they were
+    S, lengths = 11, [11, 6, 3]
+    input_ids = torch.zeros(len(lengths), S, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    logits = torch.zeros(len(lengths), S, vocab, dtype=torch.float64)
+    generated = torch.zeros(len(lengths), S + 8, dtype=torch.long)
+    with torch.no_grad():
+        for b, n in enumerate(lengths):
+            ids = torch.randint(1, vocab, (1, n), generator=g)
+            input_ids[b, S - n:] = ids[0]
+            attention_mask[b, S - n:] = 1
+            logits[b, S - n:] = model(ids, position_ids=torch.arange(S - n, S)[None]).logits[0].double()
+            alone = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
+                                   pad_token_id=0)[0, n:]
+            generated[b, :S] = input_ids[b]
+            generated[b, S:S + len(alone)] = alone  # a sequence that ends early is padded with 0, as in a batch
+    save_file({"input_ids": input_ids.contiguous(), "attention_mask": attention_mask.contiguous(), "logits": logits.contiguous(),
+               "generated": generated.contiguous()}, os.path.join(path, "reference_padded.safetensors"))
 
 
 torch.manual_seed(0)

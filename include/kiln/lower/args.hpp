@@ -218,12 +218,16 @@ index_t first_id_out_of_range(const I* ids, index_t n, index_t rows) {
 // compute_t<T>; T is q's type).
 // Query head h reads key/value head h / (heads / kv_heads). The output is contiguous, [batch,
 // heads, q_len, v_dim] (Out, GradQ: head_dim), [batch, heads, q_len, 2] (Stats) or [batch,
-// kv_heads, kv_len, head_dim or v_dim] (GradK, GradV). Under the causal mask query i sees keys
-// j <= i + kv_len - q_len.
+// kv_heads, kv_len, head_dim or v_dim] (GradK, GradV).
+// Batch b's visible keys are a window [first_key(b), length(b)) of the kv_len positions; under
+// the causal mask query i also sees only keys j <= i + length(b) - q_len, so the visible keys of
+// query i are [first_key(b), keys_seen(b, i)).
 template <class I>
-struct AttentionLengths {  // the valid length of batch b's cache: ids[b * ids_stride]
+struct AttentionLengths {  // the window operand: batch b's end at ids[b * ids_stride + end_offset],
+                           // and with `windows` its first key at ids[b * ids_stride]
   const I* ids = nullptr;
-  index_t ids_stride = 0;
+  index_t ids_stride = 0, end_offset = 0;
+  bool windows = false;  // [B, 2] (first key, end) rather than lengths ([] or [B])
 };
 template <>
 struct AttentionLengths<void> {};
@@ -232,14 +236,24 @@ template <class T, int NL, class I = void>
 struct AttentionArgs : RowArgs<T, NL, 0, 0>, AttentionLengths<I> {
   index_t batch = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, v_dim = 0;
   compute_t<T> scale = 1;
-  // Batch b's valid keys: [0, kv_len), or [0, kv_len[b]) clamped to the cache where kv_len is
-  // an operand (read where the kernel runs: on the device for CUDA).
+  // The end of batch b's window: kv_len, or the operand's end clamped to [0, kv_len] where
+  // there is one (read where the kernel runs: on the device for CUDA).
   KILN_HOST_DEVICE KILN_INLINE index_t length(index_t b) const {
     if constexpr (std::is_void_v<I>) {
       return kv_len;
     } else {
-      const auto n = static_cast<index_t>(this->ids[b * this->ids_stride]);
+      const auto n = static_cast<index_t>(this->ids[b * this->ids_stride + this->end_offset]);
       return n < 0 ? 0 : (n > kv_len ? kv_len : n);
+    }
+  }
+  // The first key batch b sees: 0, or the operand's first key clamped to [0, length(b)].
+  KILN_HOST_DEVICE KILN_INLINE index_t first_key(index_t b) const {
+    if constexpr (std::is_void_v<I>) {
+      return 0;
+    } else {
+      if (!this->windows) return 0;
+      const auto n = static_cast<index_t>(this->ids[b * this->ids_stride]), len = length(b);
+      return n < 0 ? 0 : (n > len ? len : n);
     }
   }
   // The last key query i of batch b sees, plus one: its length L, or i + 1 + L - q_len under
@@ -253,7 +267,11 @@ struct AttentionArgs : RowArgs<T, NL, 0, 0>, AttentionLengths<I> {
     return keys_seen(i, causal, length(b), q_len);
   }
   KILN_HOST_DEVICE KILN_INLINE index_t keys_seen_full(index_t i, bool causal) const { return keys_seen(i, causal, kv_len, q_len); }
-  // The first query of batch b that sees key j (q_len where none does).
+  // Whether query i of batch b sees key j.
+  KILN_HOST_DEVICE KILN_INLINE bool visible(index_t b, index_t i, index_t j, bool causal) const {
+    return j >= first_key(b) && j < keys_seen(b, i, causal);
+  }
+  // The first query of batch b that sees key j, or a query before it (q_len where none does).
   KILN_HOST_DEVICE KILN_INLINE index_t first_query(index_t b, index_t j, bool causal) const {
     const index_t len = length(b);
     if (j >= len) return q_len;

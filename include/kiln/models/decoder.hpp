@@ -6,10 +6,13 @@
 //   load(dir, device) -> Weights;
 //   the four expressions: embed_program(c), layer_program(c), cached_layer_program(c) (the layer
 //   with its KV cache, outputs(h, assign(k_cache, ...), assign(v_cache, ...))), head_program(c);
-//   Positions positions(weights, first, seq, device): what the programs read for positions
-//   [first, first + seq) (position ids, or rotary tables);
+//   Positions positions(weights, first, seq, pads, device): what the programs read for positions
+//   [first, first + seq) of each sequence, numbered from its first real token
+//   (models/generation.hpp's token_positions; position ids, or rotary tables);
 //   embed(f, weights, ids, positions), layer(f, weights, layer, h, positions, extra bindings...),
 //   head(f, weights, h): a compiled program called with its bindings.
+// Both layer programs read the key windows kv_window [batch, 2] (CacheSymbols): a left-padded
+// batch's attention skips each sequence's padding.
 // Compilation is regional, as torch.compile's guides recommend for repeated blocks: one program
 // for the embedding, one for a layer (called once per layer with that layer's weights), one for
 // the head, and for generate() the layer with its cache; none depends on the number of layers.
@@ -33,27 +36,11 @@
 #include "kiln/core/errors.hpp"
 #include "kiln/core/factories.hpp"
 #include "kiln/expr/ops.hpp"
+#include "kiln/models/generation.hpp"
 #include "kiln/models/model_graph.hpp"
-#include "kiln/models/sampling.hpp"
 #include "kiln/runtime/compile.hpp"
 
 namespace kiln::models {
-
-// Options of generate(), by the names and defaults of HF's GenerationConfig. eos_token_id and
-// pad_token_id default to the model's configuration (config.json); the pad defaults to the
-// first eos. Greedy unless do_sample; then temperature, top_k and top_p shape the distribution
-// and seed picks the draws (models/sampling.hpp).
-struct GenerationConfig {
-  long max_new_tokens = 32;
-  std::optional<std::vector<long>> eos_token_id;  // {} for none: always max_new_tokens tokens
-  std::optional<long> pad_token_id;
-  bool do_sample = false;
-  double temperature = 1.0;
-  long top_k = 50;     // 0: off
-  double top_p = 1.0;  // 1: off
-  std::uint64_t seed = 0;
-  Sampling sampling() const { return {temperature, top_k, top_p, seed}; }
-};
 
 template <class Arch, class... Policies>
 class CompiledDecoder;
@@ -119,12 +106,15 @@ class CompiledDecoder {
   // kernel runs.
   Tensor<Logits> operator()(const Tensor<i64>& input_ids) {
     check_ids(input_ids);
-    if constexpr (model_graphs<Policies...>)
-      if (input_ids.is_cuda() && !profiling_) return this->graphed_forward(input_ids);
-    const auto pos = Arch::positions(*w_, 0, input_ids.shape()[1], device_);
-    Tensor<T> h = Arch::embed(embed_, *w_, input_ids, pos);
-    for (const auto& l : w_->layers) h = Arch::layer(layer_, *w_, l, h, pos);
-    return Arch::head(head_, *w_, h);
+    return forward(input_ids, std::vector<std::size_t>(input_ids.shape()[0], 0));
+  }
+  // The same for a left-padded batch, as HF's model(input_ids, attention_mask=...): row b of
+  // attention_mask (input_ids' shape, 0 for padding then 1) hides sequence b's padding from
+  // every token's attention. Positions stay 0..seq-1, as in HF's forward without position_ids.
+  // The logits at padded positions are not meaningful (their tokens attend to nothing).
+  Tensor<Logits> operator()(const Tensor<i64>& input_ids, const Tensor<i64>& attention_mask) {
+    check_ids(input_ids);
+    return forward(input_ids, left_padding(attention_mask, input_ids.shape(), std::string(Arch::name)));
   }
 
   // Decoding with a static KV cache, as HF's generate(): the prompt input_ids [batch, seq] runs
@@ -136,35 +126,17 @@ class CompiledDecoder {
   // the new tokens. Each layer's cache is [batch, kv_heads, seq + max_new_tokens, head_dim], at
   // most the model's positions.
   Tensor<i64> generate(const Tensor<i64>& input_ids, const GenerationConfig& gen = {}) {
-    const auto& c = w_->config;
     check_ids(input_ids);
-    if (gen.max_new_tokens < 0)
-      throw ValueError(std::string(Arch::name) + " generate: max_new_tokens is " + std::to_string(gen.max_new_tokens) +
-                       ", below 0");
-    const std::vector<long> eos = gen.eos_token_id.value_or(c.eos_token_ids);
-    const long pad = gen.pad_token_id.value_or(c.pad_token_id >= 0 ? c.pad_token_id : eos.empty() ? 0 : eos.front());
-    const std::size_t B = input_ids.shape()[0], S = input_ids.shape()[1], N = static_cast<std::size_t>(gen.max_new_tokens);
-    const std::size_t L = S + N;
-    if (L > static_cast<std::size_t>(c.max_positions()))
-      throw ShapeError(std::string(Arch::name) + " generate: " + std::to_string(S) + " prompt tokens and " +
-                       std::to_string(N) + " new ones need " + std::to_string(L) + " positions, more than the model's (" +
-                       std::to_string(c.max_positions()) + ")");
-    if (gen.do_sample) check_sampling(gen.sampling(), std::string(Arch::name) + " generate");
-    const auto prompt = input_ids.cpu();
-    const std::vector<i64> ids(prompt.data(), prompt.data() + B * S);
-    const bool sample = gen.do_sample;
-    if constexpr (model_graphs<Policies...>) {
-      if (device_.is_cuda() && !profiling_) {
-        Generation& g = generations_.find({B, S, L, sample}, [&] { return this->make_generation(B, S, L, sample); });
-        return decode(ids, B, S, N, eos, pad, gen, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
-          return this->graphed_step(g, first == 0 ? g.prompt : g.step, step, first);
-        });
-      }
-    }
-    Caches caches = make_caches(B, L);
-    return decode(ids, B, S, N, eos, pad, gen, [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
-      return eager_step(step, B, seq, first, caches, sample);
-    });
+    return generate_padded(input_ids, std::vector<std::size_t>(input_ids.shape()[0], 0), gen);
+  }
+  // The same for a batch of prompts of different lengths, left-padded, with HF's attention_mask
+  // (input_ids' shape, 0 for padding then 1): each sequence attends to its own tokens only and
+  // is numbered from its first real token, so its new tokens are those it would get alone (up to
+  // rounding), and those HF's generate(input_ids, attention_mask=...) gives.
+  Tensor<i64> generate(const Tensor<i64>& input_ids, const Tensor<i64>& attention_mask, const GenerationConfig& gen = {}) {
+    check_ids(input_ids);
+    return generate_padded(input_ids, left_padding(attention_mask, input_ids.shape(), std::string(Arch::name) + " generate"),
+                           gen);
   }
 
   const typename Arch::Config& config() const { return w_->config; }
@@ -194,40 +166,49 @@ class CompiledDecoder {
       throw ShapeError(std::string(Arch::name) + ": a sequence of " + std::to_string(ids.shape()[1]) +
                        " tokens is longer than the model's positions (" + std::to_string(w_->config.max_positions()) + ")");
   }
-  // What a step of generate() gives its loop: each sequence's largest logit's token (greedy),
-  // or the last position's logits, [batch, vocab] row-major (sampling).
-  struct StepResult {
-    std::vector<i64> best;
-    std::vector<Logits> last;
-  };
-  // generate()'s loop: next(ids [B, seq], first, seq) runs a forward at positions [first,
-  // first + seq); the token of sequence b at step t is next's best[b], or with do_sample a draw
-  // from its logits with uniform number sampling_uniform(seed, t, b).
-  template <class Next>
-  Tensor<i64> decode(const std::vector<i64>& prompt, std::size_t B, std::size_t S, std::size_t N,
-                     const std::vector<long>& eos, long pad, const GenerationConfig& gen, Next&& next) {
-    const Sampling sampling = gen.sampling();
-    const std::size_t V = static_cast<std::size_t>(w_->config.vocab_size);
+  using Step = StepResult<Logits>;
+  using Pads = std::vector<std::size_t>;
+  Tensor<Logits> forward(const Tensor<i64>& input_ids, const Pads& pads) {
+    using G = typename Arch::Graph;
+    if constexpr (model_graphs<Policies...>)
+      if (input_ids.is_cuda() && !profiling_) return this->graphed_forward(input_ids, pads);
+    const std::size_t B = input_ids.shape()[0], S = input_ids.shape()[1];
+    const auto pos = Arch::positions(*w_, 0, S, Pads(B, 0), device_);
+    const Tensor<i64> window = key_windows(pads, S, device_);
+    Tensor<T> h = Arch::embed(embed_, *w_, input_ids, pos);
+    for (const auto& l : w_->layers) h = Arch::layer(layer_, *w_, l, h, pos, G::kv_window = window);
+    return Arch::head(head_, *w_, h);
+  }
+  Tensor<i64> generate_padded(const Tensor<i64>& input_ids, const Pads& pads, const GenerationConfig& gen) {
+    const auto& c = w_->config;
     const std::string who = std::string(Arch::name) + " generate";
-    std::vector<std::vector<i64>> tokens(B);
-    for (std::size_t b = 0; b < B; ++b) tokens[b].assign(prompt.begin() + b * S, prompt.begin() + (b + 1) * S);
-    std::vector<bool> finished(B, false);
-    std::vector<i64> step = prompt;
-    for (std::size_t t = 0; t < N && std::find(finished.begin(), finished.end(), false) != finished.end(); ++t) {
-      const std::size_t first = t == 0 ? 0 : S + t - 1, seq = t == 0 ? S : 1;
-      const StepResult r = next(step, first, seq);
-      step.assign(B, 0);
-      for (std::size_t b = 0; b < B; ++b) {
-        const i64 chosen =
-            !gen.do_sample ? r.best[b] : sample_token(r.last.data() + b * V, V, sampling, sampling_uniform(gen.seed, t, b), who);
-        step[b] = finished[b] ? static_cast<i64>(pad) : chosen;
-        finished[b] = finished[b] || std::find(eos.begin(), eos.end(), static_cast<long>(step[b])) != eos.end();
-        tokens[b].push_back(step[b]);
+    if (gen.max_new_tokens < 0)
+      throw ValueError(who + ": max_new_tokens is " + std::to_string(gen.max_new_tokens) + ", below 0");
+    const std::vector<long> eos = gen.eos_token_id.value_or(c.eos_token_ids);
+    const long pad = gen.pad_token_id.value_or(c.pad_token_id >= 0 ? c.pad_token_id : eos.empty() ? 0 : eos.front());
+    const std::size_t B = input_ids.shape()[0], S = input_ids.shape()[1], N = static_cast<std::size_t>(gen.max_new_tokens);
+    const std::size_t L = S + N, V = static_cast<std::size_t>(c.vocab_size);
+    if (L > static_cast<std::size_t>(c.max_positions()))
+      throw ShapeError(who + ": " + std::to_string(S) + " prompt tokens and " + std::to_string(N) + " new ones need " +
+                       std::to_string(L) + " positions, more than the model's (" + std::to_string(c.max_positions()) + ")");
+    if (gen.do_sample) check_sampling(gen.sampling(), who);
+    const auto prompt = input_ids.cpu();
+    const std::vector<i64> ids(prompt.data(), prompt.data() + B * S);
+    const bool sample = gen.do_sample;
+    if constexpr (model_graphs<Policies...>) {
+      if (device_.is_cuda() && !profiling_) {
+        Generation& g = generations_.find({B, S, L, sample}, [&] { return this->make_generation(B, S, L, sample); });
+        return decode_tokens<Logits>(ids, B, S, V, eos, pad, gen, who, device_,
+                                     [&](const std::vector<i64>& step, std::size_t first, std::size_t) {
+                                       return this->graphed_step(g, first == 0 ? g.prompt : g.step, step, first, pads);
+                                     });
       }
     }
-    std::vector<i64> flat;
-    for (const auto& row : tokens) flat.insert(flat.end(), row.begin(), row.end());
-    return from_vector(flat, Shape{B, tokens[0].size()}, device_);
+    Caches caches = make_caches(B, L);
+    return decode_tokens<Logits>(ids, B, S, V, eos, pad, gen, who, device_,
+                                 [&](const std::vector<i64>& step, std::size_t first, std::size_t seq) {
+                                   return eager_step(step, B, seq, first, pads, caches, sample);
+                                 });
   }
   static Tensor<i64> scalar(std::size_t v, Device device) {
     return from_vector(std::vector<i64>{static_cast<i64>(v)}, Shape{}, device);
@@ -246,17 +227,18 @@ class CompiledDecoder {
 
   // The forward of ids [B, seq] at positions [first, first + seq) through the caches (updated),
   // each program called through call(program, output buffer): the program itself, or into() it.
-  // at and len are cache_pos (= first) and kv_len (= first + seq) as rank-0 tensors.
+  // at is cache_pos (= first) as a rank-0 tensor, window the key windows [B, 2] (sequence b:
+  // [pads[b], first + seq)).
   template <class Call, class H, class Out>
   auto cached_forward(Call&& call, const Tensor<i64>& ids, const typename Arch::Positions& pos, const Tensor<i64>& at,
-                      const Tensor<i64>& len, Caches& caches, H* h, Out* logits) {
+                      const Tensor<i64>& window, Caches& caches, H* h, Out* logits) {
     using G = typename Arch::Graph;
     auto&& embed = call(embed_, h ? &h[0] : nullptr);
     Tensor<T> x = Arch::embed(embed, *w_, ids, pos);
     for (std::size_t l = 0; l < w_->layers.size(); ++l) {
       auto&& layer = call(cached_, h ? &h[(l + 1) % 2] : nullptr);
       auto out = Arch::layer(layer, *w_, w_->layers[l], x, pos, G::k_cache = caches.first[l], G::v_cache = caches.second[l],
-                             G::cache_pos = at, G::kv_len = len);
+                             G::cache_pos = at, G::kv_window = window);
       if constexpr (std::is_same_v<decltype(out), Tensor<T>>) x = std::move(out);
       else x = std::move(std::get<0>(out));
     }
@@ -280,12 +262,13 @@ class CompiledDecoder {
 
   // One step of generate() without graphs: each sequence's last position's largest logit's
   // token, or with `sample` the last position's logits.
-  StepResult eager_step(const std::vector<i64>& ids, std::size_t B, std::size_t seq, std::size_t first, Caches& caches,
-                        bool sample) {
-    const auto logits = cached_forward(Direct{}, from_vector(ids, Shape{B, seq}, device_), Arch::positions(*w_, first, seq, device_),
-                                       scalar(first, device_), scalar(first + seq, device_), caches,
-                                       static_cast<Tensor<T>*>(nullptr), static_cast<Tensor<Logits>*>(nullptr));
-    StepResult r;
+  Step eager_step(const std::vector<i64>& ids, std::size_t B, std::size_t seq, std::size_t first, const Pads& pads,
+                  Caches& caches, bool sample) {
+    const auto logits = cached_forward(Direct{}, from_vector(ids, Shape{B, seq}, device_),
+                                       Arch::positions(*w_, first, seq, pads, device_), scalar(first, device_),
+                                       key_windows(pads, first + seq, device_), caches, static_cast<Tensor<T>*>(nullptr),
+                                       static_cast<Tensor<Logits>*>(nullptr));
+    Step r;
     if (sample) {
       const std::size_t V = logits.shape()[2];
       const auto host = logits.cpu();  // [B, seq, V]
@@ -312,14 +295,14 @@ class CompiledDecoder {
 
 #if KILN_WITH_CUDA
   // One forward shape of generate() under graphs: the staged inputs (token ids, cache_pos,
-  // kv_len, the positions' tensors) and their device views, the residual stream's two buffers,
+  // the key windows, the positions' tensors) and their device views, the residual stream's two buffers,
   // the logits, the chosen tokens on the device and in page-locked memory (or, when sampling,
   // the last position's logits in page-locked memory), and the graph.
   struct StepBuffers {
     StagedInputs staged;
-    std::size_t ids_slot = 0, at_slot = 0, len_slot = 0;
+    std::size_t ids_slot = 0, at_slot = 0, window_slot = 0;
     std::vector<std::size_t> pos_slots;
-    Tensor<i64> ids, at, len, next;
+    Tensor<i64> ids, at, window, next;
     typename Arch::Positions pos;
     Tensor<T> h[2];
     Tensor<Logits> logits;
@@ -341,8 +324,8 @@ class CompiledDecoder {
     sb.sample = sample;
     sb.ids_slot = sb.staged.template add<i64>(Shape{B, seq});
     sb.at_slot = sb.staged.template add<i64>(Shape{});
-    sb.len_slot = sb.staged.template add<i64>(Shape{});
-    sb.pos = Arch::positions(*w_, 0, seq, Device::cpu());
+    sb.window_slot = sb.staged.template add<i64>(Shape{B, 2});
+    sb.pos = Arch::positions(*w_, 0, seq, Pads(B, 0), Device::cpu());
     each_tensor(sb.pos, [&](auto& t) {
       using U = typename std::remove_cvref_t<decltype(t)>::value_type;
       sb.pos_slots.push_back(sb.staged.template add<U>(t.shape()));
@@ -350,7 +333,7 @@ class CompiledDecoder {
     sb.staged.allocate(device_);
     sb.ids = sb.staged.template view<i64>(sb.ids_slot, Shape{B, seq});
     sb.at = sb.staged.template view<i64>(sb.at_slot, Shape{});
-    sb.len = sb.staged.template view<i64>(sb.len_slot, Shape{});
+    sb.window = sb.staged.template view<i64>(sb.window_slot, Shape{B, 2});
     std::size_t i = 0;
     each_tensor(sb.pos, [&](auto& t) {
       using U = typename std::remove_cvref_t<decltype(t)>::value_type;
@@ -375,20 +358,21 @@ class CompiledDecoder {
     return embed_.plans_dropped() + layer_.plans_dropped() + cached_.plans_dropped() + head_.plans_dropped() +
            pick_.plans_dropped();
   }
-  // One step of generate() under graphs: stages ids [B, seq] and positions [first, first +
-  // seq), runs the step's graph and returns the chosen tokens (or the last position's logits).
-  StepResult graphed_step(Generation& g, StepBuffers& sb, const std::vector<i64>& ids, std::size_t first) {
+  // One step of generate() under graphs: stages ids [B, seq], positions [first, first + seq)
+  // and the key windows, runs the step's graph and returns the chosen tokens (or the last
+  // position's logits).
+  Step graphed_step(Generation& g, StepBuffers& sb, const std::vector<i64>& ids, std::size_t first, const Pads& pads) {
     sb.staged.set(sb.ids_slot, Tensor<i64>::view(const_cast<i64*>(ids.data()), Shape{sb.batch, sb.seq}));
-    i64 at = static_cast<i64>(first), len = static_cast<i64>(first + sb.seq);
+    i64 at = static_cast<i64>(first);
     sb.staged.set(sb.at_slot, Tensor<i64>::view(&at, Shape{}));
-    sb.staged.set(sb.len_slot, Tensor<i64>::view(&len, Shape{}));
-    auto host_pos = Arch::positions(*w_, first, sb.seq, Device::cpu());
+    sb.staged.set(sb.window_slot, key_windows(pads, first + sb.seq));
+    auto host_pos = Arch::positions(*w_, first, sb.seq, pads, Device::cpu());
     std::size_t i = 0;
     each_tensor(host_pos, [&](auto& t) { sb.staged.set(sb.pos_slots[i++], t); });
     sb.graph.run(
         [&] {
           sb.staged.upload();
-          cached_forward(IntoBuffers{}, sb.ids, sb.pos, sb.at, sb.len, g.caches, sb.h, &sb.logits);
+          cached_forward(IntoBuffers{}, sb.ids, sb.pos, sb.at, sb.window, g.caches, sb.h, &sb.logits);
           if (sb.sample) {  // row b: logits[b, seq - 1, :]
             const std::size_t row = sb.logits.shape()[2] * sizeof(Logits);
             KILN_CUDA_CHECK(cudaMemcpy2DAsync(sb.last_host->get(), row, sb.logits.data() + (sb.seq - 1) * sb.logits.shape()[2],
@@ -401,7 +385,7 @@ class CompiledDecoder {
         },
         [&] { return plans_dropped(); });
     cuda::synchronize();
-    StepResult r;
+    Step r;
     if (sb.sample) {
       const auto* last = reinterpret_cast<const Logits*>(sb.last_host->get());
       r.last.assign(last, last + sb.batch * sb.logits.shape()[2]);
@@ -413,10 +397,10 @@ class CompiledDecoder {
     return r;
   }
 
-  // The forward of operator() under graphs, per ids shape: the ids, positions 0..seq-1, the
-  // residual stream's buffers and the logits.
+  // The forward of operator() under graphs, per ids shape: the ids and key windows (copied in
+  // before each replay), positions 0..seq-1, the residual stream's buffers and the logits.
   struct Forward {
-    Tensor<i64> ids;
+    Tensor<i64> ids, window;
     typename Arch::Positions pos;
     Tensor<T> h[2];
     Tensor<Logits> logits;
@@ -424,19 +408,22 @@ class CompiledDecoder {
     long captures() const { return graph.captures(); }
     long replays() const { return graph.replays(); }
   };
-  Tensor<Logits> graphed_forward(const Tensor<i64>& input_ids) {
+  Tensor<Logits> graphed_forward(const Tensor<i64>& input_ids, const Pads& pads) {
+    using G = typename Arch::Graph;
     const std::size_t B = input_ids.shape()[0], S = input_ids.shape()[1];
     Forward& f = forwards_.find(input_ids.shape(), [&] {
       auto n = std::make_unique<Forward>();
       const std::size_t E = static_cast<std::size_t>(w_->config.hidden()), V = static_cast<std::size_t>(w_->config.vocab_size);
       n->ids = Tensor<i64>(input_ids.shape(), device_);
-      n->pos = Arch::positions(*w_, 0, S, device_);
+      n->window = Tensor<i64>(Shape{B, 2}, device_);
+      n->pos = Arch::positions(*w_, 0, S, Pads(B, 0), device_);
       n->h[0] = Tensor<T>(Shape{B, S, E}, device_);
       n->h[1] = Tensor<T>(Shape{B, S, E}, device_);
       n->logits = Tensor<Logits>(Shape{B, S, V}, device_);
       return n;
     });
     f.ids.copy_from(input_ids);
+    f.window.copy_from(key_windows(pads, S));
     f.graph.run(
         [&] {
           auto embed = into(embed_, f.h[0]);
@@ -444,7 +431,7 @@ class CompiledDecoder {
           const std::size_t n = w_->layers.size();
           for (std::size_t l = 0; l < n; ++l) {
             auto layer = into(layer_, f.h[(l + 1) % 2]);
-            Arch::layer(layer, *w_, w_->layers[l], f.h[l % 2], f.pos);
+            Arch::layer(layer, *w_, w_->layers[l], f.h[l % 2], f.pos, G::kv_window = f.window);
           }
           auto head = into(head_, f.logits);
           Arch::head(head, *w_, f.h[n % 2]);
@@ -469,20 +456,27 @@ class CompiledDecoder {
   bool profiling_ = false;
 };
 
-// The KV-cache symbols every architecture's graph declares, [batch, kv_heads, length,
-// head_dim], and where a call's tokens go: positions [cache_pos, cache_pos + seq), kv_len =
-// cache_pos + seq.
+// The attention symbols every architecture's graph declares: the KV caches [batch, kv_heads,
+// length, head_dim], where a call's tokens go (positions [cache_pos, cache_pos + seq)), and the
+// key windows kv_window [batch, 2]: sequence b sees keys [kv_window[b, 0], kv_window[b, 1]),
+// its left padding skipped (models/generation.hpp), the end being seq without a cache and
+// cache_pos + seq with one.
 template <class T>
 struct CacheSymbols {
   static constexpr auto k_cache = input<"k_cache", 4, T>();
   static constexpr auto v_cache = input<"v_cache", 4, T>();
   static constexpr auto cache_pos = input<"cache_pos", 0, i64>();
-  static constexpr auto kv_len = input<"kv_len", 0, i64>();
+  static constexpr auto kv_window = input<"kv_window", 2, i64>();
 
+  // Causal attention of q [B, H, seq, D] over k and v [B, kv_heads, seq, D] within the windows.
+  template <class Q, class K, class V>
+  static constexpr auto windowed_attention(Q q, K k, V v) {
+    return attention<causal>(q, k, v, kv_window);
+  }
   // k and v [B, kv_heads, seq, D] written into the caches at cache_pos (in place, under the
-  // program's assign), and causal attention of q over the first kv_len cached positions (query
-  // i, at position cache_pos + i, sees positions <= cache_pos + i). Returns {attention output,
-  // {updated k cache, updated v cache}}.
+  // program's assign), and causal attention of q over the cached windows (query i, at position
+  // cache_pos + i, sees positions <= cache_pos + i from its window's first). Returns {attention
+  // output, {updated k cache, updated v cache}}.
   // The updated caches are kiln::shared so that the write_slice the attention reads and the one
   // the program assigns are one node (kiln merges repeated subexpressions only where they hold
   // no run-time constants): the cache is then written in place, once, and not copied.
@@ -490,7 +484,7 @@ struct CacheSymbols {
   static constexpr auto cached_attention(Q q, K k, V v) {
     const auto kc = shared<"k_cache_new">(write_slice<2>(k_cache, cache_pos, k));
     const auto vc = shared<"v_cache_new">(write_slice<2>(v_cache, cache_pos, v));
-    return std::pair{attention<causal>(q, kc, vc, kv_len), std::pair{kc, vc}};
+    return std::pair{attention<causal>(q, kc, vc, kv_window), std::pair{kc, vc}};
   }
   // The layer's outputs under generate(): h, and the caches assigned in place.
   template <class H, class Caches>

@@ -8,9 +8,10 @@
 // The logits are float for a 16-bit model (kiln::bf16, kiln::f16), else in the model's type.
 //
 // The model, for hidden size E, H heads of D = E / H, and positions 0..S-1:
-//   h_0 = wte[ids] + wpe[positions]
+//   h_0 = wte[ids] + wpe[positions]              (positions [batch, S]: models/generation.hpp)
 //   per layer:  a = ln_1(h);  [q k v] = a W_attn + b_attn, each split into H heads
-//               h = h + attention_causal(q, k, v) W_proj + b_proj          (scale 1 / sqrt(D))
+//               h = h + attention_causal(q, k, v) W_proj + b_proj          (scale 1 / sqrt(D);
+//                                                   each sequence's keys within its window)
 //               h = h + gelu_tanh(ln_2(h) W_fc + b_fc) W_mproj + b_mproj
 //   logits = ln_f(h) wteᵀ                                                  (the tied head)
 // Weights are HF's Conv1D layout, [in, out], so each projection is x W. Loading, regional
@@ -38,7 +39,7 @@ template <class T>
 struct GPT2Graph : CacheSymbols<T> {
   using Cache = CacheSymbols<T>;
   static constexpr auto input_ids = input<"input_ids", 2, i64>();
-  static constexpr auto position_ids = input<"position_ids", 1, i64>();
+  static constexpr auto position_ids = input<"position_ids", 2, i64>();  // [batch, seq]
   static constexpr auto wte = param<"wte", 2, T>();
   static constexpr auto wpe = param<"wpe", 2, T>();
   static constexpr auto h = input<"h", 3, T>();  // the residual stream, [batch, seq, n_embd]
@@ -76,7 +77,7 @@ struct GPT2Graph : CacheSymbols<T> {
     return std::pair{h1 + matmul(m, mproj_w) + mproj_b, extra};
   }
   static auto layer(long heads, double eps) {
-    return block(heads, eps, [](auto q, auto k, auto v) { return std::pair{attention<causal>(q, k, v), 0}; }).first;
+    return block(heads, eps, [](auto q, auto k, auto v) { return std::pair{Cache::windowed_attention(q, k, v), 0}; }).first;
   }
   // The layer with a static KV cache (models/decoder.hpp): one program serves the prompt and
   // every decode step.
@@ -146,12 +147,13 @@ struct GPT2Arch {
   static auto cached_layer_program(const Config& c) { return Graph::cached_layer(c.n_head, c.layer_norm_epsilon); }
   static auto head_program(const Config& c) { return Graph::head(c.layer_norm_epsilon); }
 
-  // What a call reads for positions [first, first + seq): their ids, for the embedding.
+  // What a call reads for positions [first, first + seq) of each sequence (numbered from its
+  // first token after pads[b]): their ids [batch, seq], for the embedding.
   using Positions = Tensor<i64>;
-  static Positions positions(const Weights&, std::size_t first, std::size_t seq, Device device) {
-    std::vector<i64> p(seq);
-    for (std::size_t i = 0; i < seq; ++i) p[i] = static_cast<i64>(first + i);
-    return from_vector(p, Shape{seq}, device);
+  static Positions positions(const Weights&, std::size_t first, std::size_t seq, const std::vector<std::size_t>& pads,
+                             Device device) {
+    const std::vector<long> p = token_positions(first, seq, pads);
+    return from_vector(std::vector<i64>(p.begin(), p.end()), Shape{pads.size(), seq}, device);
   }
   template <class F>
   static Tensor<T> embed(F& f, const Weights& w, const Tensor<i64>& ids, const Positions& pos) {

@@ -104,8 +104,8 @@ struct LlamaGraph : CacheSymbols<T> {
   static constexpr auto input_ids = input<"input_ids", 2, i64>();
   static constexpr auto embed_tokens = param<"embed_tokens", 2, T>();
   static constexpr auto h = input<"h", 3, T>();  // the residual stream, [batch, seq, hidden]
-  static constexpr auto cos = input<"rope_cos", 2, T>();  // [seq, head_dim], this call's positions
-  static constexpr auto sin = input<"rope_sin", 2, T>();
+  static constexpr auto cos = input<"rope_cos", 4, T>();  // [batch, 1, seq, head_dim], this call's positions
+  static constexpr auto sin = input<"rope_sin", 4, T>();
   static constexpr auto in_norm = param<"input_layernorm.weight", 1, T>();
   static constexpr auto q_w = param<"self_attn.q_proj.weight", 2, T>();
   static constexpr auto k_w = param<"self_attn.k_proj.weight", 2, T>();
@@ -150,7 +150,7 @@ struct LlamaGraph : CacheSymbols<T> {
     else return std::pair{h1 + matmul(swiglu(gate, up), transpose(down_w)), extra};
   }
   static auto layer(const LlamaConfig& c) {
-    return block(c, [](auto q, auto k, auto v) { return std::pair{attention<causal>(q, k, v), 0}; }).first;
+    return block(c, [](auto q, auto k, auto v) { return std::pair{Cache::windowed_attention(q, k, v), 0}; }).first;
   }
   static auto cached_layer(const LlamaConfig& c) {
     const auto [h_out, caches] = block(c, [](auto q, auto k, auto v) { return Cache::cached_attention(q, k, v); });
@@ -220,12 +220,16 @@ struct LlamaArch {
   static auto cached_layer_program(const Config& c) { return Graph::cached_layer(c); }
   static auto head_program(const Config& c) { return Graph::head(c.rms_norm_eps); }
 
-  // What a call reads for positions [first, first + seq): the rotary tables.
+  // What a call reads for positions [first, first + seq) of each sequence (numbered from its
+  // first token after pads[b]): the rotary tables, [batch, 1, seq, head_dim].
   using Positions = std::pair<Tensor<T>, Tensor<T>>;
-  static Positions positions(const Weights& w, std::size_t first, std::size_t seq, Device device) {
-    std::vector<long> p(seq);
-    for (std::size_t i = 0; i < seq; ++i) p[i] = static_cast<long>(first + i);
-    return rope_tables<T>(std::span<const long>(p), w.config.head_dim_, w.config.rope_theta, device);
+  static Positions positions(const Weights& w, std::size_t first, std::size_t seq, const std::vector<std::size_t>& pads,
+                             Device device) {
+    const std::vector<long> p = token_positions(first, seq, pads);
+    const auto [c, s] = rope_tables<T>(std::span<const long>(p), w.config.head_dim_, w.config.rope_theta);
+    const Shape shape{pads.size(), 1, seq, static_cast<std::size_t>(w.config.head_dim_)};
+    const auto to = [&](const Tensor<T>& t) { return from_vector(std::vector<T>(t.data(), t.data() + t.numel()), shape, device); };
+    return {to(c), to(s)};
   }
   template <class F>
   static Tensor<T> embed(F& f, const Weights& w, const Tensor<i64>& ids, const Positions&) {

@@ -87,10 +87,13 @@ double fill_attention(const Plan& st, const graph::NodeInfo& node, const KernelI
   a.head_dim = static_cast<index_t>(q[3]);
   a.v_dim = static_cast<index_t>(v[3]);
   a.scale = static_cast<compute_t<T>>(node.scale > 0 ? node.scale : 1.0 / std::sqrt(static_cast<double>(std::max<index_t>(a.head_dim, 1))));
-  if constexpr (!std::is_void_v<typename Desc::length_type>) {  // kv_len: a scalar, or one per batch
+  if constexpr (!std::is_void_v<typename Desc::length_type>) {  // kv_len: [], [B], or [B, 2] windows
     const Shape& ls = st.shapes[ki.index_node];
-    pr.index_buffer = st.faces[ki.index_node].buffer;
-    a.ids_stride = ls.rank() == 1 && ls[0] != 1 ? st.faces[ki.index_node].strides[0] : 0;
+    const Face& lf = st.faces[ki.index_node];
+    pr.index_buffer = lf.buffer;
+    a.ids_stride = ls.rank() >= 1 && ls[0] != 1 ? lf.strides[0] : 0;
+    a.windows = ls.rank() == 2;
+    a.end_offset = a.windows ? lf.strides[1] : 0;
   }
   // 2 per multiply-add of each product over the (query, key) pairs the mask keeps (q k^T and
   // p v forward; the backward's recomputed q k^T, g v^T and its own).

@@ -284,8 +284,10 @@ inline Shape attention_shape(const graph::NodeInfo& n, const std::vector<Shape>&
     fail("q's heads must be a positive multiple of k's and v's (grouped-query attention)");
   if (n.index_last) {
     const Shape& len = child(n.nchildren - 1);
-    if (len.rank() > 1 || (len.rank() == 1 && len[0] != q[0]))
-      fail("kv_len " + len.str() + " must be a scalar or one length per batch [" + std::to_string(q[0]) + "]");
+    const bool batch_ok = len.rank() == 0 || len[0] == q[0] || len[0] == 1;
+    if (len.rank() > 2 || !batch_ok || (len.rank() == 2 && len[1] != 2))
+      fail("kv_len " + len.str() + " must be a scalar, one length per batch [" + std::to_string(q[0]) +
+           "], or one key window (first, end) per batch [" + std::to_string(q[0]) + ", 2]");
   }
   const Shape out{q[0], q[1], q[2], v[3]};
   if (part != AttentionPart::Out) {

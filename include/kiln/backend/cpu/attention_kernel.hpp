@@ -38,12 +38,18 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
   static constexpr index_t kTile = 64;
   static constexpr C kNegInf = -std::numeric_limits<C>::infinity();
 
-  // An IndexError for a kv_len outside [0, the cache's positions].
+  // An IndexError for a kv_len outside [0, the cache's positions], or a window [first, end)
+  // that is not one of them (0 <= first <= end <= positions).
   static void check_ids(const Args& a)
     requires(!std::is_void_v<I>)
   {
     for (index_t b = 0; b < a.batch; ++b) {
-      const auto n = static_cast<long long>(a.ids[b * a.ids_stride]);
+      const auto n = static_cast<long long>(a.ids[b * a.ids_stride + a.end_offset]);
+      const auto first = a.windows ? static_cast<long long>(a.ids[b * a.ids_stride]) : 0;
+      if (a.windows && (first < 0 || first > n || n > a.kv_len))
+        throw IndexError("attention: the key window [" + std::to_string(first) + ", " + std::to_string(n) + ") of batch " +
+                         std::to_string(b) + " is not a window of the cache, which has " + std::to_string(a.kv_len) +
+                         " positions");
       if (n < 0 || n > a.kv_len)
         throw IndexError("attention: kv_len " + std::to_string(n) + " of batch " + std::to_string(b) +
                          " is not a length of the cache, which has " + std::to_string(a.kv_len) + " positions");
@@ -178,7 +184,7 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
     std::fill(w.u, w.u + ni, C(0));
     if constexpr (!kStats) std::fill(w.acc, w.acc + ni * Dv, C(0));
     const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
-    for (index_t j0 = 0; j0 < kend; j0 += kTile) {
+    for (index_t j0 = a.first_key(b); j0 < kend; j0 += kTile) {
       const index_t nj = std::min(kTile, kend - j0);
       load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
       product(w.rows_a, w.panel_a, ni, nj, D, w.s);
@@ -237,18 +243,19 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
   // query i0 + c.
   static void probabilities(const Args& a, const Buffers& w, index_t b, index_t i0, index_t ni, index_t j0, index_t nj, bool transposed,
                             bool with_ds) {
-    const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj;
+    const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj, first = a.first_key(b);
     for (index_t r = 0; r < nr; ++r) {
       C* __restrict s = w.s + r * kTile;
       C* __restrict d = w.s2 + r * kTile;
-      // Per row of the tile: the last visible column, and the statistics of a query row.
-      const index_t seen = transposed ? 0 : a.keys_seen(b, i0 + r, Causal) - j0;
+      // Per row of the tile: the first and last visible columns, and the statistics of a query row.
+      const index_t lo = transposed ? 0 : first - j0, seen = transposed ? 0 : a.keys_seen(b, i0 + r, Causal) - j0;
       const C lse_row = transposed ? C(0) : w.lse[r], delta_row = transposed ? C(0) : w.delta[r];
       KILN_SIMD
       for (index_t c = 0; c < nc; ++c) {
-        // transposed: key j0 + r against query i0 + c (visible when j0 + r < keys_seen(i0 + c))
+        // transposed: key j0 + r against query i0 + c (visible when first <= j0 + r < keys_seen(i0 + c))
         const C lse = transposed ? w.lse[c] : lse_row;
-        const bool visible = (transposed ? j0 + r < a.keys_seen(b, i0 + c, Causal) : c < seen) && lse != kNegInf;
+        const bool visible =
+            (transposed ? j0 + r >= first && j0 + r < a.keys_seen(b, i0 + c, Causal) : c >= lo && c < seen) && lse != kNegInf;
         const C p = math::exp(visible ? s[c] - lse : C(-1000));
         s[c] = visible ? p : C(0);
         if (with_ds) d[c] = s[c] * (d[c] - (transposed ? w.delta[c] : delta_row));
@@ -274,7 +281,7 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
     load_stats<Desc::stats_slot>(a, b, h, i0, ni, w.lse, w.delta);
     std::fill(w.acc, w.acc + ni * D, C(0));
     const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
-    for (index_t j0 = 0; j0 < kend; j0 += kTile) {
+    for (index_t j0 = a.first_key(b); j0 < kend; j0 += kTile) {
       const index_t nj = std::min(kTile, kend - j0);
       load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
       product(w.rows_a, w.panel_a, ni, nj, D, w.s);

@@ -89,7 +89,7 @@ struct AttentionDevice {
       const index_t qi = transposed ? c : r, kj = transposed ? r : c;
       const C lse = w.m[qi];
       C& s = w.s[r * (tile + 1) + c];
-      const bool visible = j0 + kj < a.keys_seen(b, i0 + qi, Causal) && !::isinf(lse);
+      const bool visible = a.visible(b, i0 + qi, j0 + kj, Causal) && !::isinf(lse);
       s = visible ? ::exp(s - lse) : C(0);
       if (with_ds) {
         C& d = w.s2[r * (tile + 1) + c];
@@ -117,7 +117,7 @@ struct AttentionDevice {
     if constexpr (!kStats)
       for (index_t e = threadIdx.x; e < ni * dim; e += blockDim.x) w.acc[e] = 0;
     const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
-    for (index_t j0 = 0; j0 < kend; j0 += tile) {
+    for (index_t j0 = a.first_key(b); j0 < kend; j0 += tile) {
       const index_t nj = least(tile, kend - j0);
       __syncthreads();  // the previous tile's readers are done
       load<Desc::k_slot>(a, b, hk, j0, nj, D, C(1), w.t1);
@@ -176,7 +176,7 @@ struct AttentionDevice {
     load_stats(a, w, b, h, i0, ni);
     for (index_t e = threadIdx.x; e < ni * dim; e += blockDim.x) w.acc[e] = 0;
     const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
-    for (index_t j0 = 0; j0 < kend; j0 += tile) {
+    for (index_t j0 = a.first_key(b); j0 < kend; j0 += tile) {
       const index_t nj = least(tile, kend - j0);
       __syncthreads();
       load<Desc::k_slot>(a, b, hk, j0, nj, D, C(1), w.t1);
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_decode_kernel(con
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   auto store = [&](index_t j, int r, C dot) {
-    s[r * kDecodeChunk + j] = j0 + j < a.keys_seen(b, r % a.q_len, Causal) ? dot : C(-INFINITY);
+    s[r * kDecodeChunk + j] = a.visible(b, r % a.q_len, j0 + j, Causal) ? dot : C(-INFINITY);
   };
   constexpr int E = 16 / sizeof(T);  // elements of a 16-byte piece
   const int per_key = static_cast<int>(D / E);

@@ -10,9 +10,9 @@
 //   - o += p v: p's accumulators become the A fragments of the second product as they are
 //     (rounded to the input type), v's fragments by ldmatrix.trans.
 // Rows are padded by 16 bytes, so the 8 rows an ldmatrix reads fall in 8 different bank groups.
-// The mask: key j is seen by query i of batch b when j < keys_seen(b, i), which is at most the
-// batch's length (the last tile's rows past the cache are zero-filled and masked). Only key
-// tiles some query of the block sees are read.
+// The mask: key j is seen by query i of batch b when first_key(b) <= j < keys_seen(b, i), which
+// is at most the batch's length (the last tile's rows past the cache are zero-filled and
+// masked). Only key tiles some query of the block sees are read.
 #pragma once
 #include <cstdint>
 
@@ -53,8 +53,9 @@ __global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lowe
   const index_t b = bh / a.heads, h = bh % a.heads, hk = h / (a.heads / a.kv_heads);
   const index_t q0 = qt * kAttnTcRows;
   const index_t last = (q0 + kAttnTcRows < a.q_len ? q0 + kAttnTcRows : a.q_len) - 1;
-  const index_t kend = a.keys_seen(b, last, Causal);
+  const index_t kend = a.keys_seen(b, last, Causal), kfirst = a.first_key(b);
   const int ktiles = static_cast<int>((kend + kAttnTcKeys - 1) / kAttnTcKeys);
+  const int kt0 = kfirst < kend ? static_cast<int>(kfirst / kAttnTcKeys) : ktiles;  // the first tile seen
 
   // Rows [r0, r0 + 64) of an operand (rows row_stride apart from base) into tile dst, zeros
   // from row `rows` on.
@@ -76,7 +77,7 @@ __global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lowe
     fill(k_s + kAttnTcKeys * Ld, vb, vs, static_cast<index_t>(kt) * kAttnTcKeys, a.kv_len);
   };
   fill(q_s, qb, qs, q0, a.q_len);
-  if (ktiles > 0) fill_kv(0);
+  if (kt0 < ktiles) fill_kv(kt0);
   tc::commit();
 
   float o[NTiles][4] = {};
@@ -86,12 +87,12 @@ __global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lowe
   const index_t seen0 = a.keys_seen(b, row0, Causal), seen1 = a.keys_seen(b, row0 + 8, Causal);
   const float scale = a.scale;
 
-  for (int kt = 0; kt < ktiles; ++kt) {
+  for (int kt = kt0; kt < ktiles; ++kt) {
     if (kt + 1 < ktiles) fill_kv(kt + 1);
     tc::commit();
     tc::wait_pending<1>();
     __syncthreads();
-    if (kt == 0)
+    if (kt == kt0)
 #pragma unroll
       for (int kk = 0; kk < KSteps; ++kk)
         tc::ldmatrix4(qf[kk], tc::smem_address(q_s + (warp * 16 + (lane & 15)) * Ld + kk * 16 + (lane >> 4) * 8));
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(kAttnTcThreads) attention_tc_kernel(const lowe
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const index_t j = j0 + n * 8 + 2 * t + (e & 1);
-        const bool visible = j < ((e < 2) ? seen0 : seen1);
+        const bool visible = j >= kfirst && j < ((e < 2) ? seen0 : seen1);
         s[n][e] = visible ? s[n][e] * scale : -INFINITY;
         mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
       }

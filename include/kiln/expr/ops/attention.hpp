@@ -13,7 +13,11 @@
 //                                        query_pre_attn_scalar ** -0.5)
 //   attention<...>(q, k, v, kv_len)      only the first kv_len[b] keys of a static cache (a run-time
 //                                        integer operand, a scalar or [B])
-// A query that sees no key (Sq > Skv under the causal mask) gets a row of zeros.
+//   attention<...>(q, k, v, windows)     only the keys [windows[b, 0], windows[b, 1]) of batch b
+//                                        (windows [B, 2]): a left-padded batch (its first key is
+//                                        the first real token) in a static cache (its end)
+// A query that sees no key (Sq > Skv under the causal mask, or a query before its window's first
+// key) gets a row of zeros.
 //
 // The options are template arguments, so an attention node holds no value and one call is one
 // node however often the program reads it (kiln merges stateless nodes by type).
@@ -131,13 +135,18 @@ constexpr auto attention(Q q, K k, V v) {
 // With the valid length of a static cache, read when the program runs: batch b uses keys
 // [0, kv_len[b]) of k and v (kv_len a scalar for every batch, or [B]), and under the causal
 // mask its Sq queries are the last Sq of those positions. One compiled program serves every
-// length. A length above the cache's is a kiln::IndexError on the CPU and is clamped on CUDA.
+// length. With a window per batch (kv_len [B, 2]: first key, end), batch b uses keys
+// [kv_len[b, 0], kv_len[b, 1]) and under the causal mask query i sees those up to position
+// i + end - Sq: a left-padded batch masks its padding by starting its window after it. A length
+// above the cache's, or a window that is not one, is a kiln::IndexError on the CPU and is
+// clamped on CUDA.
 template <AttentionMask Mask = AttentionMask::None, double Scale = 0.0, Expression Q, Expression K, Expression V,
           Expression L>
 constexpr auto attention(Q q, K k, V v, L kv_len) {
   detail::check_attention_operands<Scale, Q, K, V>();
-  static_assert(is_index_element_v<typename L::dtype> && L::rank <= 1,
-                "kiln::attention: kv_len must be integers (kiln::i32 or kiln::i64): a scalar, or one length per batch");
+  static_assert(is_index_element_v<typename L::dtype> && L::rank <= 2,
+                "kiln::attention: kv_len must be integers (kiln::i32 or kiln::i64): a scalar, one length per batch [B], "
+                "or one key window (first, end) per batch [B, 2]");
   static_assert(is_index_input_v<L>,
                 "kiln::attention: kv_len must be an input (kiln::input<\"len\", 0, kiln::i64>()), not a computed value: it "
                 "is checked against the cache before the call's first kernel");
