@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layering check: every #include "kiln/..." in include/kiln points down the pipeline
 #   core <- expr <- graph <- autodiff <- schedule <- lower <- backend/{cpu,cuda} <- runtime <- nn
-#   <- io, text <- models <- distributed
+#   <- io, text <- models <- distributed <- train
 # (a header may include its own folder or any folder to its left), and neither backend includes
 # the other. Prints each offending include and exits 1, or prints a one-line summary and exits 0.
 #   scripts/check_layers.sh [include-root]   (default: include, from the repository root)
@@ -13,7 +13,7 @@ rank() {
   case "$1" in
     core) echo 0 ;; expr) echo 1 ;; graph) echo 2 ;; autodiff) echo 3 ;; schedule) echo 4 ;;
     lower) echo 5 ;; backend/cpu | backend/cuda) echo 6 ;; runtime) echo 7 ;; nn) echo 8 ;;
-    io | text) echo 9 ;; models) echo 10 ;; distributed) echo 11 ;; kiln.hpp) echo 99 ;;
+    io | text) echo 9 ;; models) echo 10 ;; distributed) echo 11 ;; train) echo 12 ;; kiln.hpp) echo 99 ;;
     *) echo -1 ;;
   esac
 }

@@ -11,6 +11,7 @@
 #pragma once
 #include <cmath>
 #include <tuple>
+#include <type_traits>
 
 #include "kiln/expr/ops/pointwise.hpp"
 
@@ -38,15 +39,22 @@ constexpr auto sgd_momentum(W w, V v, G g, double lr, double momentum) {
   return std::tuple{assign(v, v1), assign(w, w - v1 * lr)};
 }
 
+// A hyper-parameter of an optimizer: a number fixed when the program is built, or a rank-0
+// expression (an input) read at every call, for a schedule.
+template <class H>
+concept HyperParameter = std::is_arithmetic_v<H> || (Expression<H> && H::rank == 0);
+
 // AdamW with decoupled weight decay and bias correction; step is a rank-0 input holding the
 // step number t (1 for the first step). Arranged as torch.optim.AdamW computes it:
 //   m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
 //   w <- w (1 - lr wd) - (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-// The two bias corrections are scalars, computed once per call (the planner gives scalar
+// lr and weight_decay are numbers or rank-0 inputs (a learning-rate schedule feeds lr at each
+// call). The two bias corrections are scalars, computed once per call (the planner gives scalar
 // chains a kernel of their own), so each element costs one sqrt and one division.
-template <Expression W, Expression M, Expression V, Expression G, Expression Step>
-constexpr auto adamw(W w, M m, V v, G g, Step step, double lr, double beta1 = 0.9, double beta2 = 0.999,
-                     double eps = 1e-8, double weight_decay = 1e-2) {
+template <Expression W, Expression M, Expression V, Expression G, Expression Step, HyperParameter Lr,
+          HyperParameter Wd = double>
+constexpr auto adamw(W w, M m, V v, G g, Step step, Lr lr, double beta1 = 0.9, double beta2 = 0.999,
+                     double eps = 1e-8, Wd weight_decay = 1e-2) {
   static_assert(Step::rank == 0, "kiln::nn::adamw: the step count must be a rank-0 input");
   const auto m1 = share<hash_mix(fnv1a("kiln::nn::adamw.m"), W::id)>(m * beta1 + g * (1 - beta1));
   const auto v1 = share<hash_mix(fnv1a("kiln::nn::adamw.v"), W::id)>(v * beta2 + square(g) * (1 - beta2));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/core/errors.hpp"
+#include "kiln/expr/ops/layout.hpp"
 #include "kiln/graph/graph.hpp"
 
 namespace kiln::runtime {

@@ -1,0 +1,412 @@
+// kiln: kiln::Trainer, the training loop of Hugging Face's Trainer around kiln's compiled
+// training step (train/step.hpp): batches, the learning-rate schedule, logging, evaluation and
+// checkpoints that resume bit for bit.
+//
+//   struct Mlp {                                   // a model the Trainer can train
+//     using element = float;
+//     static constexpr auto parameters() { return std::tuple{w1, b1, w2, b2}; }  // kiln::param symbols
+//     static constexpr auto loss() { return kiln::nn::cross_entropy(logits, y); } // a scalar
+//   };
+//   kiln::Trainer<Mlp, kiln::ReduceOverhead> trainer(args, initial_weights, kiln::Device::cpu());
+//   trainer.train(train_data, eval_data);          // datasets: see kiln::train::Dataset
+//   double loss = trainer.evaluate(eval_data);
+//
+// The compile switch, backend and mode are the Policies (kiln::Eager for no compilation), as
+// kiln::compile takes them. One call of the compiled step runs forward, backward, gradient
+// clipping and AdamW on every parameter (train/step.hpp).
+//
+// Data. A dataset has size() and batch(rows), rows being sample indices; a batch's bindings()
+// binds the loss's inputs to tensors the batch owns (x = its pixels, y = its labels). Epoch e
+// visits the samples in an order shuffled by std::mt19937_64(seed + e), so where a run stands
+// is (epoch, batches done in it), and a resumed run sees the data the uninterrupted one would.
+// Each batch is copied into tensors on the trainer's device that stay put from step to step, so
+// that a CUDA-graph policy replays one graph per batch shape instead of capturing again.
+//
+// Checkpoints. output_dir/checkpoint-<step> holds model.safetensors (the parameters, by their
+// names), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and
+// trainer_state.json (the step, the epoch and the batch in it, the log history). It is written
+// to checkpoint-<step>.tmp and renamed, so a killed run leaves the last complete checkpoint and
+// no half-written one. train(data, eval, path) resumes from one: the same steps then follow, to
+// the bit, as if the run had not stopped.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <random>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/io/safetensors.hpp"
+#include "kiln/runtime/compile.hpp"
+#include "kiln/train/arguments.hpp"
+#include "kiln/train/step.hpp"
+
+namespace kiln {
+namespace train {
+
+// Named parameter tensors (a model's weights), by their kiln::param names.
+template <class T>
+using Parameters = std::map<std::string, Tensor<T>>;
+
+// A data set: size() samples, and batch(rows) the batch of those sample indices, whose
+// bindings() is a tuple of bindings (x = tensor, ...) of tensors the batch holds.
+template <class D>
+concept Dataset = requires(const D& d, std::span<const std::size_t> rows) {
+  { d.size() } -> std::convertible_to<std::size_t>;
+  d.batch(rows).bindings();
+};
+
+// A dataset of no samples: train(data) without evaluation.
+struct NoData {
+  struct Batch {
+    std::tuple<> bindings() const { return {}; }
+  };
+  std::size_t size() const { return 0; }
+  Batch batch(std::span<const std::size_t>) const { return {}; }
+};
+
+// One line of the log history: a training record (loss, learning rate, gradient norm, each the
+// mean over the steps since the last record) or an evaluation (eval_loss); NaN where absent.
+struct LogRecord {
+  long step = 0;
+  double epoch = 0;
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double learning_rate = std::numeric_limits<double>::quiet_NaN();
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  double eval_loss = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct TrainOutput {
+  long global_step = 0;
+  double training_loss = 0;  // the mean loss of the steps this call ran
+};
+
+}  // namespace train
+
+template <class Model, class... Policies>
+class Trainer {
+ public:
+  using T = typename Model::element;
+  using Parameters = train::Parameters<T>;
+  using LogRecord = train::LogRecord;
+
+  // Checks the arguments (a ValueError names the first bad one) and that `weights` holds every
+  // parameter of the model with its rank (a ValueError names a missing one, a ShapeError a
+  // wrong rank); copies them to `device`, with AdamW's moments at zero.
+  Trainer(TrainingArguments args, const Parameters& weights, Device device = Device::cpu())
+      : args_(std::move(args)), device_(device) {
+    check_arguments(args_);
+    for_each_parameter([&](auto w) {
+      const std::string name(w.name());
+      const auto it = weights.find(name);
+      if (it == weights.end()) throw ValueError("kiln::Trainer: the weights have no tensor named \"" + name + "\"");
+      if (it->second.rank() != decltype(w)::rank)
+        throw ShapeError("kiln::Trainer: the weight \"" + name + "\" has shape " + it->second.shape().str() +
+                         ", the model's parameter has rank " + std::to_string(decltype(w)::rank));
+      params_[name] = it->second.to(device_);
+      moments_[std::string(train::exp_avg(w).name())] = zeros<T>(it->second.shape(), device_);
+      moments_[std::string(train::exp_avg_sq(w).name())] = zeros<T>(it->second.shape(), device_);
+    });
+    for (auto* s : {&lr_, &weight_decay_, &max_grad_norm_, &t_}) *s = zeros<T>(Shape{}, device_);
+  }
+
+  const TrainingArguments& args() const { return args_; }
+  // The current parameters (on the trainer's device), by name.
+  const Parameters& parameters() const { return params_; }
+  long global_step() const { return global_step_; }
+  const std::vector<LogRecord>& log_history() const { return log_; }
+  // The compiled training step's plan (kiln::Compiled::explain).
+  std::string explain() const { return step_.explain(); }
+
+  // Trains for max_steps updates, or num_train_epochs passes over `data` (the last one partial
+  // where the count is fractional), evaluating on `eval` every eval_steps, logging every
+  // logging_steps and saving every save_steps; resume_from_checkpoint: a checkpoint directory
+  // to continue from.
+  template <train::Dataset D, train::Dataset E = train::NoData>
+  train::TrainOutput train(const D& data, const E& eval = {}, const std::string& resume_from_checkpoint = "") {
+    const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_train_batch_size);
+    const std::size_t per_epoch = args_.dataloader_drop_last ? n / B : (n + B - 1) / B;
+    if (per_epoch == 0)
+      throw ValueError("kiln::Trainer: the training data has " + std::to_string(n) + " samples, no batch of " +
+                       std::to_string(B));
+    total_ = args_.max_steps > 0 ? args_.max_steps
+                                 : static_cast<long>(std::ceil(args_.num_train_epochs * static_cast<double>(per_epoch)));
+    if (!resume_from_checkpoint.empty()) load_checkpoint(resume_from_checkpoint);
+    StaticBatch<D> batch(device_);
+    double run_loss = 0;
+    long run_steps = 0;
+    std::vector<std::size_t> order = epoch_order(n);
+    while (global_step_ < total_) {
+      if (step_in_epoch_ == per_epoch) {
+        ++epoch_, step_in_epoch_ = 0;
+        order = epoch_order(n);
+      }
+      const std::size_t first = step_in_epoch_ * B, count = std::min(B, n - first);
+      const double lr = learning_rate_at(args_, global_step_, total_);
+      const auto [loss, norm] = run_step(batch.load(data.batch(std::span(order).subspan(first, count))), lr);
+      ++global_step_, ++step_in_epoch_, ++run_steps;
+      run_loss += loss;
+      pending_.add(loss, lr, norm);
+      const double epoch = epoch_now(per_epoch);
+      if (args_.logging_steps > 0 && (global_step_ % args_.logging_steps == 0 || global_step_ == total_)) {
+        record(pending_.record(global_step_, epoch));
+        pending_ = {};
+      }
+      if constexpr (!std::is_same_v<E, train::NoData>)
+        if (args_.eval_steps > 0 && global_step_ % args_.eval_steps == 0)
+          record({.step = global_step_, .epoch = epoch, .eval_loss = evaluate(eval)});
+      if (args_.save_steps > 0 && global_step_ % args_.save_steps == 0) save_checkpoint();
+    }
+    return {global_step_, run_steps > 0 ? run_loss / static_cast<double>(run_steps) : 0.0};
+  }
+
+  // The mean loss over `data` in order, in batches of per_device_eval_batch_size (each batch's
+  // loss weighted by its size, as HF's evaluation loop averages).
+  template <train::Dataset D>
+  double evaluate(const D& data) {
+    const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_eval_batch_size);
+    if (n == 0) throw ValueError("kiln::Trainer::evaluate: the evaluation data has no samples");
+    std::vector<std::size_t> rows(n);
+    std::iota(rows.begin(), rows.end(), std::size_t{0});
+    StaticBatch<D> batch(device_);
+    double total = 0;
+    for (std::size_t first = 0; first < n; first += B) {
+      const std::size_t count = std::min(B, n - first);
+      const auto& bound = batch.load(data.batch(std::span(rows).subspan(first, count)));
+      const Tensor<T> l = call(eval_, std::tuple_cat(bound, param_bindings()));
+      total += static_cast<double>(widen(l.cpu()[0])) * static_cast<double>(count);
+    }
+    return total / static_cast<double>(n);
+  }
+
+  // Writes output_dir/checkpoint-<global_step> now (atomically; see the top of this file) and
+  // removes the oldest beyond save_total_limit. Returns its path.
+  std::string save_checkpoint() {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
+    const fs::path tmp = dir.string() + ".tmp";
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp, ec);
+    if (ec) throw FileError("kiln::Trainer: cannot create " + tmp.string() + ": " + ec.message());
+    io::save_safetensors((tmp / "model.safetensors").string(), named(params_));
+    io::save_safetensors((tmp / "optimizer.safetensors").string(), named(moments_));
+    nlohmann::json state = {{"global_step", global_step_},
+                            {"epoch", epoch_},
+                            {"step_in_epoch", step_in_epoch_},
+                            {"max_steps", total_},
+                            {"seed", args_.seed},
+                            {"pending_log", {pending_.steps, pending_.loss, pending_.learning_rate, pending_.grad_norm}},
+                            {"log_history", nlohmann::json::array()}};
+    for (const LogRecord& r : log_) state["log_history"].push_back(to_json(r));
+    {
+      std::ofstream out(tmp / "trainer_state.json");
+      out << state.dump(2) << "\n";
+      if (!out) throw FileError("kiln::Trainer: cannot write " + (tmp / "trainer_state.json").string());
+    }
+    fs::remove_all(dir, ec);
+    fs::rename(tmp, dir, ec);
+    if (ec) throw FileError("kiln::Trainer: cannot rename " + tmp.string() + " to " + dir.string() + ": " + ec.message());
+    rotate_checkpoints();
+    return dir.string();
+  }
+
+ private:
+  using Step = decltype(compile<Policies...>(train::training_step<T>(Model::loss(), Model::parameters())));
+  using Eval = decltype(compile<Policies...>(Model::loss()));
+  using S = train::StepSymbols<T>;
+
+  template <class F>
+  static void for_each_parameter(F&& f) {
+    std::apply([&](auto... w) { (f(w), ...); }, Model::parameters());
+  }
+  // Bindings of every parameter (and, for the step, its moments), to the trainer's tensors.
+  auto param_bindings() {
+    return std::apply([&](auto... w) { return std::tuple{(w = params_.at(std::string(w.name())))...}; }, Model::parameters());
+  }
+  auto moment_bindings() {
+    return std::apply(
+        [&](auto... w) {
+          return std::tuple{(train::exp_avg(w) = moments_.at(std::string(train::exp_avg(w).name())))...,
+                            (train::exp_avg_sq(w) = moments_.at(std::string(train::exp_avg_sq(w).name())))...};
+        },
+        Model::parameters());
+  }
+  template <class F, class Bindings>
+  static auto call(F& f, const Bindings& b) {
+    return std::apply([&](const auto&... x) { return f(x...); }, b);
+  }
+
+  // The tensors of a dataset's batches on the trainer's device, kept from batch to batch (a
+  // new buffer only where the shape changes): a binding to each.
+  template <class D>
+  class StaticBatch {
+    using Fresh = decltype(std::declval<const D&>().batch(std::span<const std::size_t>{}).bindings());
+    template <class B>
+    struct Slot;
+    template <std::uint64_t Id, class U, class N>
+    struct Slot<Binding<Id, U, N>> {
+      Tensor<U> tensor;
+      Binding<Id, U, N> bind() const { return {&tensor}; }
+    };
+    template <class Tuple>
+    struct Slots;
+    template <class... Bs>
+    struct Slots<std::tuple<Bs...>> {
+      using type = std::tuple<Slot<std::remove_cvref_t<Bs>>...>;
+      using bound = std::tuple<std::remove_cvref_t<Bs>...>;
+    };
+
+   public:
+    explicit StaticBatch(Device device) : device_(device) {}
+    template <class Batch>
+    const typename Slots<Fresh>::bound& load(const Batch& fresh) {
+      const auto b = fresh.bindings();
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((copy_in(std::get<I>(slots_).tensor, *std::get<I>(b).tensor)), ...);
+        bound_ = {std::get<I>(slots_).bind()...};
+      }(std::make_index_sequence<std::tuple_size_v<Fresh>>{});
+      return bound_;
+    }
+
+   private:
+    template <class U>
+    void copy_in(Tensor<U>& dst, const Tensor<U>& src) {
+      if (!(dst.shape() == src.shape()) || dst.numel() == 0) dst = Tensor<U>(src.shape(), device_);
+      dst.copy_from(src);
+    }
+    Device device_;
+    typename Slots<Fresh>::type slots_;
+    typename Slots<Fresh>::bound bound_;
+  };
+
+  // One update: the step with the batch and the hyper-parameters of this step; returns the
+  // loss and the gradient norm before clipping.
+  template <class Bound>
+  std::pair<double, double> run_step(const Bound& batch, double lr) {
+    const auto set = [](Tensor<T>& t, double v) { t.copy_from(from_vector(std::vector<T>{detail::element_from<T>(v)}, Shape{})); };
+    set(lr_, lr);
+    set(weight_decay_, args_.weight_decay);
+    set(max_grad_norm_, args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity());
+    set(t_, static_cast<double>(global_step_ + 1));
+    const auto hyper = std::tuple{S::lr = lr_, S::weight_decay = weight_decay_, S::max_grad_norm = max_grad_norm_, S::step = t_};
+    const auto [loss, norm] = call(step_, std::tuple_cat(batch, param_bindings(), moment_bindings(), hyper));
+    return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
+  }
+
+  std::vector<std::size_t> epoch_order(std::size_t n) const {
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::mt19937_64 rng(args_.seed + static_cast<std::uint64_t>(epoch_));
+    std::shuffle(order.begin(), order.end(), rng);
+    return order;
+  }
+  double epoch_now(std::size_t per_epoch) const {
+    return static_cast<double>(epoch_) + static_cast<double>(step_in_epoch_) / static_cast<double>(per_epoch);
+  }
+
+  void record(const LogRecord& r) {
+    log_.push_back(r);
+    if (args_.print_logs) std::printf("%s\n", to_json(r).dump().c_str());
+  }
+  static nlohmann::json to_json(const LogRecord& r) {
+    nlohmann::json j = {{"step", r.step}, {"epoch", r.epoch}};
+    const std::pair<const char*, double> values[] = {
+        {"loss", r.loss}, {"learning_rate", r.learning_rate}, {"grad_norm", r.grad_norm}, {"eval_loss", r.eval_loss}};
+    for (const auto& [k, v] : values)
+      if (!std::isnan(v)) j[k] = v;
+    return j;
+  }
+  static LogRecord from_json(const nlohmann::json& j) {
+    LogRecord r{.step = j.at("step").get<long>(), .epoch = j.at("epoch").get<double>()};
+    const std::pair<const char*, double*> fields[] = {
+        {"loss", &r.loss}, {"learning_rate", &r.learning_rate}, {"grad_norm", &r.grad_norm}, {"eval_loss", &r.eval_loss}};
+    for (const auto& [k, v] : fields)
+      if (j.contains(k)) *v = j.at(k).template get<double>();
+    return r;
+  }
+
+  static std::vector<io::NamedTensor> named(const Parameters& p) {
+    std::vector<io::NamedTensor> out;
+    for (const auto& [name, t] : p) out.emplace_back(name, t);
+    return out;
+  }
+  // Reads a checkpoint written by save_checkpoint: every tensor must be there with its shape
+  // (a FileError or ShapeError names the first that is not), then the loop's position.
+  void load_checkpoint(const std::string& dir) {
+    const auto read = [&](const std::string& file, Parameters& into) {
+      const io::SafetensorsFile f(dir + "/" + file);
+      for (auto& [name, t] : into) {
+        Tensor<T> v = f.get<T>(name, device_);
+        if (!(v.shape() == t.shape()))
+          throw ShapeError("kiln::Trainer: checkpoint " + dir + ": \"" + name + "\" has shape " + v.shape().str() +
+                           ", the trainer's " + t.shape().str());
+        t.copy_from(v);
+      }
+    };
+    read("model.safetensors", params_);
+    read("optimizer.safetensors", moments_);
+    std::ifstream in(dir + "/trainer_state.json");
+    if (!in) throw FileError("kiln::Trainer: checkpoint " + dir + " has no readable trainer_state.json");
+    try {
+      const auto state = nlohmann::json::parse(in);
+      global_step_ = state.at("global_step").get<long>();
+      epoch_ = state.at("epoch").get<long>();
+      step_in_epoch_ = state.at("step_in_epoch").get<std::size_t>();
+      const auto& p = state.at("pending_log");
+      pending_ = {p.at(0).get<long>(), p.at(1).get<double>(), p.at(2).get<double>(), p.at(3).get<double>()};
+      log_.clear();
+      for (const auto& r : state.at("log_history")) log_.push_back(from_json(r));
+    } catch (const nlohmann::json::exception& e) {
+      throw FileError("kiln::Trainer: checkpoint " + dir + ": trainer_state.json: " + e.what());
+    }
+  }
+  void rotate_checkpoints() const {
+    namespace fs = std::filesystem;
+    if (args_.save_total_limit <= 0) return;
+    std::vector<std::pair<long, fs::path>> found;
+    for (const auto& e : fs::directory_iterator(args_.output_dir)) {
+      const std::string name = e.path().filename().string();
+      if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0) continue;
+      const std::string digits = name.substr(11);
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      found.emplace_back(std::stol(digits), e.path());
+    }
+    std::sort(found.begin(), found.end());
+    for (std::size_t i = 0; i + static_cast<std::size_t>(args_.save_total_limit) < found.size(); ++i)
+      fs::remove_all(found[i].second);
+  }
+
+  TrainingArguments args_;
+  Device device_;
+  Parameters params_, moments_;
+  Tensor<T> lr_, weight_decay_, max_grad_norm_, t_;
+  Step step_ = compile<Policies...>(train::training_step<T>(Model::loss(), Model::parameters()));
+  Eval eval_ = compile<Policies...>(Model::loss());
+  long global_step_ = 0, epoch_ = 0, total_ = 0;
+  std::size_t step_in_epoch_ = 0;
+  std::vector<LogRecord> log_;
+  // The sums of the steps since the last training record (kept in checkpoints, so that a resumed
+  // run logs the means the uninterrupted one does).
+  struct Pending {
+    long steps = 0;
+    double loss = 0, learning_rate = 0, grad_norm = 0;
+    void add(double l, double lr, double norm) { ++steps, loss += l, learning_rate += lr, grad_norm += norm; }
+    LogRecord record(long step, double epoch) const {
+      const double k = static_cast<double>(steps);
+      return {.step = step, .epoch = epoch, .loss = loss / k, .learning_rate = learning_rate / k, .grad_norm = grad_norm / k};
+    }
+  } pending_;
+};
+
+}  // namespace kiln
