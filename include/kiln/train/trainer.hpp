@@ -118,6 +118,8 @@ class Trainer {
       moments_[std::string(train::exp_avg_sq(w).name())] = zeros<T>(it->second.shape(), device_);
     });
     for (auto* s : {&lr_, &weight_decay_, &max_grad_norm_, &t_}) *s = zeros<T>(Shape{}, device_);
+    set(weight_decay_, args_.weight_decay);  // fixed for the run; lr and t change every step
+    set(max_grad_norm_, args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity());
   }
 
   const TrainingArguments& args() const { return args_; }
@@ -294,15 +296,15 @@ class Trainer {
   // loss and the gradient norm before clipping.
   template <class Bound>
   std::pair<double, double> run_step(const Bound& batch, double lr) {
-    const auto set = [](Tensor<T>& t, double v) { t.copy_from(from_vector(std::vector<T>{detail::element_from<T>(v)}, Shape{})); };
     set(lr_, lr);
-    set(weight_decay_, args_.weight_decay);
-    set(max_grad_norm_, args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity());
     set(t_, static_cast<double>(global_step_ + 1));
     const auto hyper = std::tuple{S::lr = lr_, S::weight_decay = weight_decay_, S::max_grad_norm = max_grad_norm_, S::step = t_};
     const auto [loss, norm] = call(step_, std::tuple_cat(batch, param_bindings(), moment_bindings(), hyper));
     return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
   }
+
+  // A rank-0 tensor's value, on its device.
+  static void set(Tensor<T>& t, double v) { t.copy_from(from_vector(std::vector<T>{detail::element_from<T>(v)}, Shape{})); }
 
   std::vector<std::size_t> epoch_order(std::size_t n) const {
     std::vector<std::size_t> order(n);
