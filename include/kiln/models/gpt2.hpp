@@ -65,15 +65,17 @@ struct GPT2Graph : CacheSymbols<T> {
   // read them through their strides. Returns {h after the layer, the extra outputs}.
   template <class Attend>
   static auto block(long heads, double eps, Attend attend) {
-    const auto a = layer_norm(h, ln1_w, ln1_b, eps);
     // Values read in several places are kiln::shared, computed once: kiln merges repeated
     // subexpressions only where they hold no run-time constants, and chunk's, unflatten's and
-    // layer_norm's are.
+    // layer_norm's are. A derivative reads the values its rule needs again (a matmul's input,
+    // a norm's), so for kiln::grad each layer's intermediate values are shared as well.
+    const auto a = shared<"ln_1">(layer_norm(h, ln1_w, ln1_b, eps));
     const auto [q, k, v] = chunk<3, 2>(shared<"qkv">(matmul(a, attn_w) + attn_b));
     const auto split = [heads](auto x) { return transpose<1, 2>(unflatten<2>(x, {heads, -1})); };
     const auto [o, extra] = attend(split(q), split(k), split(v));
-    const auto h1 = shared<"h1">(h + matmul(flatten<2, 3>(transpose<1, 2>(o)), proj_w) + proj_b);
-    const auto m = gelu_tanh(matmul(layer_norm(h1, ln2_w, ln2_b, eps), fc_w) + fc_b);
+    const auto merged = shared<"attn">(flatten<2, 3>(transpose<1, 2>(o)));
+    const auto h1 = shared<"h1">(h + matmul(merged, proj_w) + proj_b);
+    const auto m = shared<"mlp">(gelu_tanh(matmul(shared<"ln_2">(layer_norm(h1, ln2_w, ln2_b, eps)), fc_w) + fc_b));
     return std::pair{h1 + matmul(m, mproj_w) + mproj_b, extra};
   }
   static auto layer(long heads, double eps) {

@@ -10,30 +10,27 @@
 // own, named as PyTorch's optimizer state: "exp_avg.<name>" and "exp_avg_sq.<name>".
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "kiln/autodiff/grad.hpp"
 #include "kiln/expr/ops.hpp"
+#include "kiln/expr/substitute.hpp"
 #include "kiln/nn/optim.hpp"
+#include "kiln/runtime/compile.hpp"
 
 namespace kiln::train {
 
-// A parameter derived from W: its name prefixed by P, its type keyed by P and W's id.
-template <fixed_string P, std::uint64_t Id, int R, class T, SymbolKind K, char... Cs>
-constexpr auto derived_param(Symbol<Id, R, T, K, Name<Cs...>>) {
-  return []<std::size_t... I>(std::index_sequence<I...>) {
-    return Symbol<hash_mix(fnv1a(P.view()), Id), R, T, SymbolKind::Param, Name<P.data[I]..., Cs...>>{};
-  }(std::make_index_sequence<P.size()>{});
-}
-// AdamW's first and second moments of parameter w.
+// AdamW's first and second moments of parameter w (kiln::param<"exp_avg.<name>">).
 template <class W>
 constexpr auto exp_avg(W w) {
-  return derived_param<"exp_avg.">(w);
+  return prefixed<"exp_avg.">(w);
 }
 template <class W>
 constexpr auto exp_avg_sq(W w) {
-  return derived_param<"exp_avg_sq.">(w);
+  return prefixed<"exp_avg_sq.">(w);
 }
 
 // The step's run-time hyper-parameters, in the parameters' element type T.
@@ -43,6 +40,14 @@ struct StepSymbols {
   static constexpr auto weight_decay = input<"kiln.weight_decay", 0, T>();
   static constexpr auto max_grad_norm = input<"kiln.max_grad_norm", 0, T>();
   static constexpr auto step = input<"kiln.step", 0, T>();  // t: 1 for the first update
+};
+
+// The step's hyper-parameters as the trainer holds them: rank-0 tensors on its device, and the
+// clipping bound as a number as well (+inf: no clipping).
+template <class T>
+struct Hyper {
+  Tensor<T> lr, weight_decay, max_grad_norm, step;
+  double max_grad_norm_value = 0;
 };
 
 // The training step of `loss` over the parameters in `params` (a tuple of kiln::param
@@ -68,5 +73,57 @@ constexpr auto training_step(Loss loss, std::tuple<Ws...> params, double beta1 =
   }(std::index_sequence_for<Ws...>{});
   return std::apply([&](const auto&... u) { return outputs(loss, norm, u...); }, updates);
 }
+
+// A model whose loss() is one expression over its parameters(), its step compiled as one
+// program: forward, backward, clipping and AdamW (kiln::Trainer's engine for such a model; a
+// stack of layers has train/stacked.hpp's).
+template <class Model, class... Policies>
+class OneProgramStep {
+ public:
+  using T = typename Model::element;
+  using Named = std::map<std::string, Tensor<T>>;
+
+  // Every parameter, with its name.
+  template <class F>
+  static void for_each_parameter(F&& f) {
+    std::apply([&](auto... w) { (f(w, std::string(w.name())), ...); }, Model::parameters());
+  }
+  std::string explain() const { return step_.explain(); }
+
+  template <class Batch>
+  double loss(const Batch& batch, Named& params) {
+    const Tensor<T> l = call(eval_, std::tuple_cat(batch, param_bindings(params)));
+    return static_cast<double>(widen(l.cpu()[0]));
+  }
+  template <class Batch>
+  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, const Hyper<T>& hyper) {
+    using S = StepSymbols<T>;
+    const auto hp = std::tuple{S::lr = hyper.lr, S::weight_decay = hyper.weight_decay,
+                               S::max_grad_norm = hyper.max_grad_norm, S::step = hyper.step};
+    const auto [loss, norm] = call(step_, std::tuple_cat(batch, param_bindings(params), moment_bindings(moments), hp));
+    return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
+  }
+
+ private:
+  static auto param_bindings(Named& params) {
+    return std::apply([&](auto... w) { return std::tuple{(w = params.at(std::string(w.name())))...}; }, Model::parameters());
+  }
+  static auto moment_bindings(Named& moments) {
+    return std::apply(
+        [&](auto... w) {
+          return std::tuple{(exp_avg(w) = moments.at(std::string(exp_avg(w).name())))...,
+                            (exp_avg_sq(w) = moments.at(std::string(exp_avg_sq(w).name())))...};
+        },
+        Model::parameters());
+  }
+  template <class F, class Bindings>
+  static auto call(F& f, const Bindings& b) {
+    return std::apply([&](const auto&... x) { return f(x...); }, b);
+  }
+  using Step = decltype(compile<Policies...>(training_step<T>(Model::loss(), Model::parameters())));
+  using Eval = decltype(compile<Policies...>(Model::loss()));
+  Step step_ = compile<Policies...>(training_step<T>(Model::loss(), Model::parameters()));
+  Eval eval_ = compile<Policies...>(Model::loss());
+};
 
 }  // namespace kiln::train

@@ -49,6 +49,7 @@
 #include "kiln/io/safetensors.hpp"
 #include "kiln/runtime/compile.hpp"
 #include "kiln/train/arguments.hpp"
+#include "kiln/train/stacked.hpp"
 #include "kiln/train/step.hpp"
 
 namespace kiln {
@@ -106,20 +107,21 @@ class Trainer {
   Trainer(TrainingArguments args, const Parameters& weights, Device device = Device::cpu())
       : args_(std::move(args)), device_(device) {
     check_arguments(args_);
-    for_each_parameter([&](auto w) {
-      const std::string name(w.name());
+    Engine::for_each_parameter([&](auto w, const std::string& name) {
       const auto it = weights.find(name);
       if (it == weights.end()) throw ValueError("kiln::Trainer: the weights have no tensor named \"" + name + "\"");
       if (it->second.rank() != decltype(w)::rank)
         throw ShapeError("kiln::Trainer: the weight \"" + name + "\" has shape " + it->second.shape().str() +
                          ", the model's parameter has rank " + std::to_string(decltype(w)::rank));
       params_[name] = it->second.to(device_);
-      moments_[std::string(train::exp_avg(w).name())] = zeros<T>(it->second.shape(), device_);
-      moments_[std::string(train::exp_avg_sq(w).name())] = zeros<T>(it->second.shape(), device_);
+      moments_["exp_avg." + name] = zeros<T>(it->second.shape(), device_);
+      moments_["exp_avg_sq." + name] = zeros<T>(it->second.shape(), device_);
     });
-    for (auto* s : {&lr_, &weight_decay_, &max_grad_norm_, &t_}) *s = zeros<T>(Shape{}, device_);
-    set(weight_decay_, args_.weight_decay);  // fixed for the run; lr and t change every step
-    set(max_grad_norm_, args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity());
+    for (auto* s : {&hyper_.lr, &hyper_.weight_decay, &hyper_.max_grad_norm, &hyper_.step}) *s = zeros<T>(Shape{}, device_);
+    // Fixed for the run; lr and the step count change at every step.
+    hyper_.max_grad_norm_value = args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity();
+    set(hyper_.weight_decay, args_.weight_decay);
+    set(hyper_.max_grad_norm, hyper_.max_grad_norm_value);
   }
 
   const TrainingArguments& args() const { return args_; }
@@ -128,7 +130,7 @@ class Trainer {
   long global_step() const { return global_step_; }
   const std::vector<LogRecord>& log_history() const { return log_; }
   // The compiled training step's plan (kiln::Compiled::explain).
-  std::string explain() const { return step_.explain(); }
+  std::string explain() const { return engine_.explain(); }
 
   // Trains for max_steps updates, or num_train_epochs passes over `data` (the last one partial
   // where the count is fractional), evaluating on `eval` every eval_steps, logging every
@@ -185,8 +187,7 @@ class Trainer {
     for (std::size_t first = 0; first < n; first += B) {
       const std::size_t count = std::min(B, n - first);
       const auto& bound = batch.load(data.batch(std::span(rows).subspan(first, count)));
-      const Tensor<T> l = call(eval_, std::tuple_cat(bound, param_bindings()));
-      total += static_cast<double>(widen(l.cpu()[0])) * static_cast<double>(count);
+      total += engine_.loss(bound, params_) * static_cast<double>(count);
     }
     return total / static_cast<double>(n);
   }
@@ -224,30 +225,17 @@ class Trainer {
   }
 
  private:
-  using Step = decltype(compile<Policies...>(train::training_step<T>(Model::loss(), Model::parameters())));
-  using Eval = decltype(compile<Policies...>(Model::loss()));
-  using S = train::StepSymbols<T>;
-
-  template <class F>
-  static void for_each_parameter(F&& f) {
-    std::apply([&](auto... w) { (f(w), ...); }, Model::parameters());
-  }
-  // Bindings of every parameter (and, for the step, its moments), to the trainer's tensors.
-  auto param_bindings() {
-    return std::apply([&](auto... w) { return std::tuple{(w = params_.at(std::string(w.name())))...}; }, Model::parameters());
-  }
-  auto moment_bindings() {
-    return std::apply(
-        [&](auto... w) {
-          return std::tuple{(train::exp_avg(w) = moments_.at(std::string(train::exp_avg(w).name())))...,
-                            (train::exp_avg_sq(w) = moments_.at(std::string(train::exp_avg_sq(w).name())))...};
-        },
-        Model::parameters());
-  }
-  template <class F, class Bindings>
-  static auto call(F& f, const Bindings& b) {
-    return std::apply([&](const auto&... x) { return f(x...); }, b);
-  }
+  // How a step is computed: one program for a model with a loss() (train/step.hpp), one program
+  // per region for a stack of layers (train/stacked.hpp).
+  template <class M, class = void>
+  struct EngineOf {
+    using type = train::OneProgramStep<M, Policies...>;
+  };
+  template <train::StackedModel M>
+  struct EngineOf<M, void> {
+    using type = train::StackedStep<M, Policies...>;
+  };
+  using Engine = typename EngineOf<Model>::type;
 
   // The tensors of a dataset's batches on the trainer's device, kept from batch to batch (a
   // new buffer only where the shape changes): a binding to each.
@@ -296,11 +284,9 @@ class Trainer {
   // loss and the gradient norm before clipping.
   template <class Bound>
   std::pair<double, double> run_step(const Bound& batch, double lr) {
-    set(lr_, lr);
-    set(t_, static_cast<double>(global_step_ + 1));
-    const auto hyper = std::tuple{S::lr = lr_, S::weight_decay = weight_decay_, S::max_grad_norm = max_grad_norm_, S::step = t_};
-    const auto [loss, norm] = call(step_, std::tuple_cat(batch, param_bindings(), moment_bindings(), hyper));
-    return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
+    set(hyper_.lr, lr);
+    set(hyper_.step, static_cast<double>(global_step_ + 1));
+    return engine_.step(batch, params_, moments_, hyper_);
   }
 
   // A rank-0 tensor's value, on its device.
@@ -392,9 +378,8 @@ class Trainer {
   TrainingArguments args_;
   Device device_;
   Parameters params_, moments_;
-  Tensor<T> lr_, weight_decay_, max_grad_norm_, t_;
-  Step step_ = compile<Policies...>(train::training_step<T>(Model::loss(), Model::parameters()));
-  Eval eval_ = compile<Policies...>(Model::loss());
+  train::Hyper<T> hyper_;
+  Engine engine_;
   long global_step_ = 0, epoch_ = 0, total_ = 0;
   std::size_t step_in_epoch_ = 0;
   std::vector<LogRecord> log_;

@@ -1,0 +1,310 @@
+// kiln: the training step of a stack of identical layers, compiled one region at a time (what
+// PyTorch calls regional compilation): the layer's forward and its vector-Jacobian product are
+// each compiled once and run for every layer with that layer's weights, so the compile time and
+// the program sizes do not grow with the depth. kiln::Trainer takes this path for a model that
+// declares its layers (train::StackedModel); a model with one loss() expression is compiled as
+// one program (train/step.hpp).
+//
+// A stacked model, over a residual stream h (a kiln::input, e.g. [batch, seq, hidden]):
+//   embed()       h_0 from the batch's inputs and the embedding weights
+//   layer()       h_{l+1} from h_l (the symbol `residual`) and layer l's weights, whose names
+//                 are layer_prefix(l) + the names in layer_parameters()
+//   head_loss()   the scalar loss from h_L (`residual`), the head's weights and the batch
+// A weight of embed() may appear in head_loss() as well (tied embeddings): it is one parameter
+// and its gradient is the sum of both.
+//
+// One step:
+//   forward:   h_0 = embed(batch);  h_{l+1} = layer(h_l; w_l)   (h_0 ... h_L kept)
+//   backward:  loss, g_L, dhead = the head's gradients at h_L
+//              g_l, dw_l = vjp of layer(h_l; w_l) with g_{l+1}   (recomputing the layer's
+//                                                                  forward: activation checkpointing)
+//              dembed = vjp of embed with g_0
+//   update:    norm = sqrt(sum of every gradient squared); c = min(max_grad_norm / (norm + 1e-6), 1)
+//              AdamW(p, m_p, v_p, c g_p) for every parameter p
+// which is train/step.hpp's update, computed region by region.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "kiln/autodiff/grad.hpp"
+#include "kiln/expr/ops.hpp"
+#include "kiln/nn/optim.hpp"
+#include "kiln/runtime/compile.hpp"
+#include "kiln/runtime/large_stack.hpp"
+#include "kiln/train/step.hpp"
+
+namespace kiln::train {
+
+template <class M>
+concept StackedModel = requires(int l) {
+  typename M::element;
+  { M::layers } -> std::convertible_to<int>;
+  M::residual;
+  M::embed();
+  M::layer();
+  M::head_loss();
+  M::embed_parameters();
+  M::layer_parameters();
+  M::head_parameters();
+  { M::layer_prefix(l) } -> std::convertible_to<std::string>;
+};
+
+namespace detail {
+template <class F, class Bindings>
+auto call_with(F& f, const Bindings& b) {
+  return std::apply([&](const auto&... x) { return f(x...); }, b);
+}
+template <class T>
+using Named = std::map<std::string, Tensor<T>>;
+
+// A call's outputs as a tuple (a program of one output returns its tensor).
+template <class R>
+auto as_tuple(R&& r) {
+  if constexpr (requires { std::tuple_size<std::remove_cvref_t<R>>::value; }) return std::forward<R>(r);
+  else return std::tuple<std::remove_cvref_t<R>>{std::forward<R>(r)};
+}
+
+// The bindings of `batch` (a tuple) of the symbols that expression E reads.
+template <class E, class Batch>
+auto bindings_for(const Batch& batch) {
+  return std::apply(
+      [](const auto&... b) {
+        return std::tuple_cat([&] {
+          using B = std::remove_cvref_t<decltype(b)>;
+          if constexpr (autodiff::depends_on<E, B::id>::value) return std::tuple<B>{b};
+          else return std::tuple<>{};
+        }()...);
+      },
+      batch);
+}
+
+// Bindings of the symbols in `ws` to the tensors named prefix + their names.
+template <class T, class Ws>
+auto bind_named(const Ws& ws, Named<T>& tensors, const std::string& prefix = "") {
+  return std::apply([&](auto... w) { return std::tuple{(w = tensors.at(prefix + std::string(w.name())))...}; }, ws);
+}
+
+// The per-parameter programs of the update, for parameters of rank R: the squared norm of a
+// gradient, and AdamW with the gradient scaled by the clipping factor.
+template <class T, int R, class... Policies>
+struct UpdatePrograms {
+  static constexpr auto g = input<"kiln.grad", R, T>();
+  static constexpr auto p = param<"kiln.param", R, T>();
+  static constexpr auto clip = input<"kiln.clip", 0, T>();
+  static auto update() {
+    using S = StepSymbols<T>;
+    return std::apply([](const auto&... a) { return outputs(a...); },
+                      nn::adamw(p, exp_avg(p), exp_avg_sq(p), g * clip, S::step, S::lr, 0.9, 0.999, 1e-8, S::weight_decay));
+  }
+  decltype(compile<Policies...>(sum(square(g)))) squared_norm = compile<Policies...>(sum(square(g)));
+  decltype(compile<Policies...>(update())) adamw = compile<Policies...>(update());
+};
+}  // namespace detail
+
+template <StackedModel M, class... Policies>
+class StackedStep {
+ public:
+  using T = typename M::element;
+  using Named = detail::Named<T>;
+  static constexpr auto h = M::residual;
+  using Embed = decltype(M::embed());
+  using Head = decltype(M::head_loss());
+  static constexpr auto cotangent = input<"kiln.cotangent", decltype(M::residual)::rank, T>();
+
+  // Every parameter's name, with its rank: the embedding's and head's (once each) and every layer's.
+  template <class F>
+  static void for_each_parameter(F&& f) {
+    std::vector<std::string> seen;
+    const auto once = [&](auto w, const std::string& name) {
+      for (const auto& s : seen)
+        if (s == name) return;
+      seen.push_back(name);
+      f(w, name);
+    };
+    std::apply([&](auto... w) { (once(w, std::string(w.name())), ...); }, M::embed_parameters());
+    for (int l = 0; l < M::layers; ++l)
+      std::apply([&](auto... w) { (once(w, M::layer_prefix(l) + std::string(w.name())), ...); }, M::layer_parameters());
+    std::apply([&](auto... w) { (once(w, std::string(w.name())), ...); }, M::head_parameters());
+  }
+
+  // The compiled programs' plans.
+  std::string explain() const {
+    return "embedding:\n" + embed_.explain() + "\nlayer:\n" + layer_.explain() + "\nhead (loss and gradients):\n" +
+           head_->explain() + "\nlayer (vector-Jacobian product):\n" + layer_backward_->explain() +
+           "\nembedding (vector-Jacobian product):\n" + embed_backward_->explain();
+  }
+
+  // The mean loss of a batch (`batch`: a tuple of bindings of the model's inputs), no update.
+  template <class Batch>
+  double loss(const Batch& batch, Named& params) {
+    Tensor<T> x = detail::call_with(embed_, std::tuple_cat(detail::bindings_for<Embed>(batch), detail::bind_named<T>(M::embed_parameters(), params)));
+    for (int l = 0; l < M::layers; ++l) x = layer_forward(x, params, l);
+    const Tensor<T> loss = detail::call_with(
+        loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = x}, detail::bind_named<T>(M::head_parameters(), params)));
+    return static_cast<double>(widen(loss.cpu()[0]));
+  }
+
+  // One update of params and moments (exp_avg.<name>, exp_avg_sq.<name>) from a batch, with the
+  // run-time hyper-parameters of train/step.hpp. Returns the loss and the gradient norm before
+  // clipping.
+  template <class Batch>
+  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, const Hyper<T>& hyper) {
+    // Forward, keeping each layer's input.
+    std::vector<Tensor<T>> xs;
+    xs.push_back(detail::call_with(embed_, std::tuple_cat(detail::bindings_for<Embed>(batch), detail::bind_named<T>(M::embed_parameters(), params))));
+    for (int l = 0; l < M::layers; ++l) xs.push_back(layer_forward(xs.back(), params, l));
+    // Backward, region by region; grads by parameter name.
+    Named grads;
+    Tensor<T> g;
+    {
+      auto out = detail::call_with(
+          *head_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = xs.back()}, detail::bind_named<T>(M::head_parameters(), params)));
+      loss_value_ = static_cast<double>(widen(std::get<0>(out).cpu()[0]));
+      g = std::move(std::get<1>(out));
+      collect<2>(out, M::head_parameters(), "", grads);
+    }
+    for (int l = M::layers - 1; l >= 0; --l) {
+      const std::string prefix = M::layer_prefix(l);
+      auto out = detail::call_with(
+          *layer_backward_, std::tuple_cat(std::tuple{h = xs[static_cast<std::size_t>(l)], cotangent = g},
+                                          detail::bind_named<T>(M::layer_parameters(), params, prefix)));
+      g = std::move(std::get<0>(out));
+      collect<1>(out, M::layer_parameters(), prefix, grads);
+    }
+    {
+      auto out = detail::call_with(
+          *embed_backward_,
+          std::tuple_cat(detail::bindings_for<Embed>(batch), std::tuple{cotangent = g}, detail::bind_named<T>(M::embed_parameters(), params)));
+      auto outs = detail::as_tuple(std::move(out));
+      collect<0>(outs, M::embed_parameters(), "", grads);
+    }
+    // The global norm, the clipping factor, and AdamW on every parameter.
+    double norm2 = 0;
+    for_each_parameter([&](auto w, const std::string& name) {
+      auto& u = update_programs<decltype(w)::rank>();
+      const Tensor<T> s = u.squared_norm(u.g = grads.at(name));
+      norm2 += static_cast<double>(widen(s.cpu()[0]));
+    });
+    const double norm = std::sqrt(norm2);
+    const double c = std::min(hyper.max_grad_norm_value / (norm + 1e-6), 1.0);
+    const Tensor<T> clip = from_vector(std::vector<T>{kiln::detail::element_from<T>(c)}, Shape{}, hyper.lr.device());
+    using S = StepSymbols<T>;
+    for_each_parameter([&](auto w, const std::string& name) {
+      using U = std::remove_reference_t<decltype(update_programs<decltype(w)::rank>())>;
+      auto& u = update_programs<decltype(w)::rank>();
+      u.adamw(U::p = params.at(name), exp_avg(U::p) = moments.at("exp_avg." + name),
+              exp_avg_sq(U::p) = moments.at("exp_avg_sq." + name), U::g = grads.at(name), U::clip = clip, S::lr = hyper.lr,
+              S::weight_decay = hyper.weight_decay, S::step = hyper.step);
+    });
+    return {loss_value_, norm};
+  }
+
+ private:
+  Tensor<T> layer_forward(const Tensor<T>& x, Named& params, int l) {
+    return detail::call_with(layer_, std::tuple_cat(std::tuple{h = x},
+                                                    detail::bind_named<T>(M::layer_parameters(), params, M::layer_prefix(l))));
+  }
+  // Adds the gradients in outputs First.. of `out` to grads, by the names of ws (with prefix).
+  template <std::size_t First, class Out, class Ws>
+  void collect(Out& out, const Ws& ws, const std::string& prefix, Named& grads) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (accumulate(grads, prefix + std::string(std::get<I>(ws).name()), std::get<First + I>(out),
+                  std::get<I>(ws)),
+       ...);
+    }(std::make_index_sequence<std::tuple_size_v<Ws>>{});
+  }
+  template <class W>
+  void accumulate(Named& grads, const std::string& name, Tensor<T>& g, W) {
+    const auto it = grads.find(name);
+    if (it == grads.end()) {
+      grads.emplace(name, std::move(g));
+      return;
+    }
+    auto& a = adders<W::rank>();
+    it->second = a.program(a.x = it->second, a.y = g);
+  }
+
+  // The programs of the update and of summing tied gradients, for each rank the parameters have.
+  template <int R>
+  static constexpr bool has_rank = [] {
+    bool any = false;
+    const auto check = [&](const auto& ws) { std::apply([&](auto... w) { ((any = any || decltype(w)::rank == R), ...); }, ws); };
+    check(M::embed_parameters()), check(M::layer_parameters()), check(M::head_parameters());
+    return any;
+  }();
+  template <int R>
+  struct Adder {
+    static constexpr auto x = input<"kiln.a", R, T>();
+    static constexpr auto y = input<"kiln.b", R, T>();
+    decltype(compile<Policies...>(x + y)) program = compile<Policies...>(x + y);
+  };
+  template <int R>
+  struct PerRank {
+    detail::UpdatePrograms<T, R, Policies...> update;
+    Adder<R> add;
+  };
+  template <int R>
+  using PerRankIf = std::conditional_t<has_rank<R>, PerRank<R>, std::monostate>;
+  template <class>
+  struct AllRanks;
+  template <int... R>
+  struct AllRanks<std::integer_sequence<int, R...>> {
+    using type = std::tuple<PerRankIf<R>...>;
+  };
+  typename AllRanks<std::make_integer_sequence<int, kMaxRank + 1>>::type per_rank_;
+  template <int R>
+  Adder<R>& adders() {
+    return std::get<R>(per_rank_).add;
+  }
+  template <int R>
+  detail::UpdatePrograms<T, R, Policies...>& update_programs() {
+    return std::get<R>(per_rank_).update;
+  }
+
+  template <class Ws>
+  static auto head_program(const Ws& ws) {
+    const auto loss = M::head_loss();
+    return std::apply([&](auto... w) { return std::apply([&](const auto&... g) { return outputs(loss, g...); },
+                                                         grad(loss, h, w...)); },
+                      ws);
+  }
+  template <class Y, class Ws>
+  static auto vjp_program(const Y& y, const Ws& ws) {
+    return std::apply([&](auto... w) { return std::apply([](const auto&... g) { return outputs(g...); },
+                                                         vjp(y, cotangent, w...)); },
+                      ws);
+  }
+  static auto layer_vjp() {
+    return std::apply([](auto... w) { return vjp_program(M::layer(), std::tuple{h, w...}); }, M::layer_parameters());
+  }
+
+  using HeadProgram = decltype(compile<Policies...>(head_program(M::head_parameters())));
+  using LayerBackward = decltype(compile<Policies...>(layer_vjp()));
+  using EmbedBackward = decltype(compile<Policies...>(vjp_program(M::embed(), M::embed_parameters())));
+  decltype(compile<Policies...>(M::embed())) embed_ = compile<Policies...>(M::embed());
+  decltype(compile<Policies...>(M::layer())) layer_ = compile<Policies...>(M::layer());
+  decltype(compile<Policies...>(M::head_loss())) loss_ = compile<Policies...>(M::head_loss());
+  // The derivative programs, built on a thread of a large stack (kiln::detail::on_large_stack).
+  std::unique_ptr<HeadProgram> head_;
+  std::unique_ptr<LayerBackward> layer_backward_;
+  std::unique_ptr<EmbedBackward> embed_backward_;
+  int built_ = [this] {
+    kiln::detail::on_large_stack([this] {
+      head_.reset(new HeadProgram(compile<Policies...>(head_program(M::head_parameters()))));
+      layer_backward_.reset(new LayerBackward(compile<Policies...>(layer_vjp())));
+      embed_backward_.reset(new EmbedBackward(compile<Policies...>(vjp_program(M::embed(), M::embed_parameters()))));
+    });
+    return 0;
+  }();
+  double loss_value_ = 0;
+};
+
+}  // namespace kiln::train
