@@ -12,8 +12,10 @@
 //   double loss = trainer.evaluate(eval_data);
 //
 // The compile switch, backend and mode are the Policies (kiln::Eager for no compilation), as
-// kiln::compile takes them. One call of the compiled step runs forward, backward, gradient
-// clipping and AdamW on every parameter (train/step.hpp).
+// kiln::compile takes them. For such a model one call of the compiled step runs forward,
+// backward, gradient clipping and AdamW on every parameter (train/step.hpp). A model that
+// declares its layers instead (train::StackedModel: embed(), layer(), head_loss(), ...) is
+// trained region by region, each region compiled once (train/stacked.hpp).
 //
 // Data. A dataset has size() and batch(rows), rows being sample indices; a batch's bindings()
 // binds the loss's inputs to tensors the batch owns (x = its pixels, y = its labels). Epoch e
