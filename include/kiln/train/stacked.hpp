@@ -58,13 +58,6 @@ concept StackedModel = requires(int l) {
 };
 
 namespace detail {
-template <class F, class Bindings>
-auto call_with(F& f, const Bindings& b) {
-  return std::apply([&](const auto&... x) { return f(x...); }, b);
-}
-template <class T>
-using Named = std::map<std::string, Tensor<T>>;
-
 // A call's outputs as a tuple (a program of one output returns its tensor).
 template <class R>
 auto as_tuple(R&& r) {
@@ -84,12 +77,6 @@ auto bindings_for(const Batch& batch) {
         }()...);
       },
       batch);
-}
-
-// Bindings of the symbols in `ws` to the tensors named prefix + their names.
-template <class T, class Ws>
-auto bind_named(const Ws& ws, Named<T>& tensors, const std::string& prefix = "") {
-  return std::apply([&](auto... w) { return std::tuple{(w = tensors.at(prefix + std::string(w.name())))...}; }, ws);
 }
 
 // The per-parameter programs of the update, for parameters of rank R: the squared norm of a
@@ -145,10 +132,9 @@ class StackedStep {
   // The mean loss of a batch (`batch`: a tuple of bindings of the model's inputs), no update.
   template <class Batch>
   double loss(const Batch& batch, Named& params) {
-    Tensor<T> x = detail::call_with(embed_, std::tuple_cat(detail::bindings_for<Embed>(batch), detail::bind_named<T>(M::embed_parameters(), params)));
-    for (int l = 0; l < M::layers; ++l) x = layer_forward(x, params, l);
     const Tensor<T> loss = detail::call_with(
-        loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = x}, detail::bind_named<T>(M::head_parameters(), params)));
+        loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = forward(batch, params).back()},
+                              detail::bind_named<T>(M::head_parameters(), params)));
     return static_cast<double>(widen(loss.cpu()[0]));
   }
 
@@ -157,17 +143,15 @@ class StackedStep {
   // clipping.
   template <class Batch>
   std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, const Hyper<T>& hyper) {
-    // Forward, keeping each layer's input.
-    std::vector<Tensor<T>> xs;
-    xs.push_back(detail::call_with(embed_, std::tuple_cat(detail::bindings_for<Embed>(batch), detail::bind_named<T>(M::embed_parameters(), params))));
-    for (int l = 0; l < M::layers; ++l) xs.push_back(layer_forward(xs.back(), params, l));
+    const std::vector<Tensor<T>> xs = forward(batch, params);  // each layer's input, and the last output
     // Backward, region by region; grads by parameter name.
     Named grads;
     Tensor<T> g;
+    double loss = 0;
     {
       auto out = detail::call_with(
           *head_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = xs.back()}, detail::bind_named<T>(M::head_parameters(), params)));
-      loss_value_ = static_cast<double>(widen(std::get<0>(out).cpu()[0]));
+      loss = static_cast<double>(widen(std::get<0>(out).cpu()[0]));
       g = std::move(std::get<1>(out));
       collect<2>(out, M::head_parameters(), "", grads);
     }
@@ -204,13 +188,21 @@ class StackedStep {
               exp_avg_sq(U::p) = moments.at("exp_avg_sq." + name), U::g = grads.at(name), U::clip = clip, S::lr = hyper.lr,
               S::weight_decay = hyper.weight_decay, S::step = hyper.step);
     });
-    return {loss_value_, norm};
+    return {loss, norm};
   }
 
  private:
-  Tensor<T> layer_forward(const Tensor<T>& x, Named& params, int l) {
-    return detail::call_with(layer_, std::tuple_cat(std::tuple{h = x},
-                                                    detail::bind_named<T>(M::layer_parameters(), params, M::layer_prefix(l))));
+  // h_0 = embed(batch), then h_{l+1} = layer(h_l; w_l): the input of each layer and the last output.
+  template <class Batch>
+  std::vector<Tensor<T>> forward(const Batch& batch, Named& params) {
+    std::vector<Tensor<T>> xs;
+    xs.push_back(detail::call_with(
+        embed_, std::tuple_cat(detail::bindings_for<Embed>(batch), detail::bind_named<T>(M::embed_parameters(), params))));
+    for (int l = 0; l < M::layers; ++l)
+      xs.push_back(detail::call_with(
+          layer_, std::tuple_cat(std::tuple{h = xs.back()},
+                                 detail::bind_named<T>(M::layer_parameters(), params, M::layer_prefix(l)))));
+    return xs;
   }
   // Adds the gradients in outputs First.. of `out` to grads, by the names of ws (with prefix).
   template <std::size_t First, class Out, class Ws>
@@ -304,7 +296,6 @@ class StackedStep {
     });
     return 0;
   }();
-  double loss_value_ = 0;
 };
 
 }  // namespace kiln::train

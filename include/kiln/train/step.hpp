@@ -42,6 +42,22 @@ struct StepSymbols {
   static constexpr auto step = input<"kiln.step", 0, T>();  // t: 1 for the first update
 };
 
+namespace detail {
+// f called with a tuple of bindings.
+template <class F, class Bindings>
+auto call_with(F& f, const Bindings& b) {
+  return std::apply([&](const auto&... x) { return f(x...); }, b);
+}
+// Tensors by name (a model's parameters, their moments, their gradients).
+template <class T>
+using Named = std::map<std::string, Tensor<T>>;
+// Bindings of the symbols in `ws` (a tuple) to the tensors named prefix + their names.
+template <class T, class Ws>
+auto bind_named(const Ws& ws, Named<T>& tensors, const std::string& prefix = "") {
+  return std::apply([&](auto... w) { return std::tuple{(w = tensors.at(prefix + std::string(w.name())))...}; }, ws);
+}
+}  // namespace detail
+
 // The step's hyper-parameters as the trainer holds them: rank-0 tensors on its device, and the
 // clipping bound as a number as well (+inf: no clipping).
 template <class T>
@@ -81,7 +97,7 @@ template <class Model, class... Policies>
 class OneProgramStep {
  public:
   using T = typename Model::element;
-  using Named = std::map<std::string, Tensor<T>>;
+  using Named = detail::Named<T>;
 
   // Every parameter, with its name.
   template <class F>
@@ -92,7 +108,7 @@ class OneProgramStep {
 
   template <class Batch>
   double loss(const Batch& batch, Named& params) {
-    const Tensor<T> l = call(eval_, std::tuple_cat(batch, param_bindings(params)));
+    const Tensor<T> l = detail::call_with(eval_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
     return static_cast<double>(widen(l.cpu()[0]));
   }
   template <class Batch>
@@ -100,14 +116,11 @@ class OneProgramStep {
     using S = StepSymbols<T>;
     const auto hp = std::tuple{S::lr = hyper.lr, S::weight_decay = hyper.weight_decay,
                                S::max_grad_norm = hyper.max_grad_norm, S::step = hyper.step};
-    const auto [loss, norm] = call(step_, std::tuple_cat(batch, param_bindings(params), moment_bindings(moments), hp));
+    const auto [loss, norm] = detail::call_with(step_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params), moment_bindings(moments), hp));
     return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
   }
 
  private:
-  static auto param_bindings(Named& params) {
-    return std::apply([&](auto... w) { return std::tuple{(w = params.at(std::string(w.name())))...}; }, Model::parameters());
-  }
   static auto moment_bindings(Named& moments) {
     return std::apply(
         [&](auto... w) {
@@ -115,10 +128,6 @@ class OneProgramStep {
                             (exp_avg_sq(w) = moments.at(std::string(exp_avg_sq(w).name())))...};
         },
         Model::parameters());
-  }
-  template <class F, class Bindings>
-  static auto call(F& f, const Bindings& b) {
-    return std::apply([&](const auto&... x) { return f(x...); }, b);
   }
   using Step = decltype(compile<Policies...>(training_step<T>(Model::loss(), Model::parameters())));
   using Eval = decltype(compile<Policies...>(Model::loss()));
