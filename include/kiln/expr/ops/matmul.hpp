@@ -2,6 +2,7 @@
 // [B, M, K] x [B, K, N] -> [B, M, N], where either batch extent may be 1 or absent (broadcast).
 #pragma once
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/ops/layout.hpp"
 
 namespace kiln {
 
@@ -12,13 +13,18 @@ struct Matmul {
   template <int Ra, int Rb>
   static constexpr int out_rank = Ra > Rb ? Ra : Rb;
 
-  // dA = G B^T, dB = A^T G; a broadcast batch axis is summed back.
+  // dA = G B^T, dB = A^T G; a broadcast batch axis is summed back. For activations times a
+  // weight, [B, M, K] x [K, N], the batch is summed inside one product: dB = A'^T G' with A' and
+  // G' the operands' [B M, K] and [B M, N] views, one GEMM of depth B M rather than B products
+  // of depth M and a sum of their B results.
   template <class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     const auto& [a, b] = y.children;
     using A = std::remove_cvref_t<decltype(a)>;
     using B = std::remove_cvref_t<decltype(b)>;
     if constexpr (A::rank == 2 && B::rank == 2) return std::tuple{matmul(g, transpose(b)), matmul(transpose(a), g)};
+    else if constexpr (A::rank == 3 && B::rank == 2)
+      return std::tuple{matmul(g, transpose(b)), matmul(transpose(flatten<0, 1>(a)), flatten<0, 1>(g))};
     else return std::tuple{sum_to(matmul(g, transpose(b)), a), sum_to(matmul(transpose(a), g), b)};
   }
   // d(AB) = dA B + A dB.
