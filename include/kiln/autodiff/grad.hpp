@@ -79,7 +79,32 @@ struct Reverse {
       using Op = typename E::op_type;
       static_assert(!requires { Op::host; },
                     "kiln::grad: kiln::host (a graph break) has no derivative; keep it out of the differentiated path");
-      return std::get<K>(Op::vjp(at_path(root, typename D::template entry<U>::path{}), g));
+      const auto& y = at_path(root, typename D::template entry<U>::path{});
+      if constexpr (std::is_base_of_v<PointwiseOp, Op>) return std::get<K>(Op::vjp(with_shared_operands<U>(y), g));
+      else return std::get<K>(Op::vjp(y, g));
+    }
+  }
+
+  // A pointwise rule reads its operand x at several places (gelu_tanh's, 15): each operand that
+  // is computed (not a symbol, a constant or a value merged by type anyway) is made a Shared
+  // value, one per entry of the walk, so that the rules' reads of it are one node of the
+  // program, computed once, and not a copy per read (a matmul's copy each a GEMM).
+  template <int U, class Op, class... Cs>
+  static constexpr auto with_shared_operands(const Node<Op, Cs...>& y) {
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      return Node<Op, decltype(shared_operand<U, K>(std::get<K>(y.children)))...>(
+          y.op, shared_operand<U, K>(std::get<K>(y.children))...);
+    }(std::index_sequence_for<Cs...>{});
+  }
+  template <int U, std::size_t K, class C>
+  static constexpr auto shared_operand(const C& c) {
+    if constexpr (!requires { typename C::op_type; }) return c;  // a symbol or a constant
+    else {
+      constexpr int kid = uses::kids[U][K];
+      constexpr std::uint64_t tag = kid >= 0 ? hash_mix(hash_mix(Tag, fnv1a("kiln::grad.operand")), static_cast<std::uint64_t>(kid))
+                                             : hash_mix(hash_mix(Tag, fnv1a("kiln::grad.constant_operand")),
+                                                        static_cast<std::uint64_t>(U * kMaxOperands + static_cast<int>(K)));
+      return share<tag>(c);
     }
   }
 
