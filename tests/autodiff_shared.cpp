@@ -1,6 +1,8 @@
 // Shared values and the size of derivative graphs: kiln::shared computes a value with constants
 // once; kiln::grad and the optimizers make each gradient and new state one node, so the joint
 // graph of a training step grows linearly with the model.
+#include <kiln/expr/substitute.hpp>
+
 #include "gradcheck.hpp"
 
 using namespace gradcheck;
@@ -95,4 +97,59 @@ TEST_CASE("a shared value inside a differentiated expression") {
   const auto wt = kiln::randn<double>({3, 4}, 4);
   auto f = kiln::compile(loss);
   check("shared tanh", kiln::compile(gw)(w = wt), numeric_gradient(wt, [&](const auto& v) { return f(w = v)[0]; }));
+}
+
+TEST_CASE("a node over shared operands is merged by type, and its parameters stay in place") {
+  constexpr auto x = kiln::input<"x", 2, double>();
+  constexpr auto w = kiln::param<"w", 2, double>();
+  const auto s = kiln::shared<"s">(x * 1.5);
+  // matmul(s, w) holds a value (through s) but is known by its type: one node. The constants
+  // after it must still reach their own nodes.
+  const auto y = kiln::matmul(s, w) * 2.0 + kiln::matmul(s, w) * 3.0;
+  static_assert(nodes_named<decltype(y)>("matmul") == 1);
+  const auto xt = kiln::randn<double>({3, 4}, 5), wt = kiln::randn<double>({4, 2}, 6);
+  const auto got = kiln::compile(y)(x = xt, w = wt);
+  for (long i = 0; i < 3; ++i)
+    for (long j = 0; j < 2; ++j) {
+      double p = 0;
+      for (long k = 0; k < 4; ++k) p += 1.5 * xt[i * 4 + k] * wt[k * 2 + j];
+      CHECK(got[i * 2 + j] == doctest::Approx(5 * p).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("a pointwise derivative reads its computed operand once") {
+  constexpr auto x = kiln::input<"x", 2, double>();
+  constexpr auto w = kiln::param<"w", 2, double>();
+  constexpr auto loss = kiln::sum(kiln::gelu_tanh(kiln::matmul(x, w)));
+  const auto [gw] = kiln::grad(loss, w);
+  // gelu_tanh's derivative reads its operand at several places: the forward product is one
+  // node, and the weight's gradient x^T g the other.
+  static_assert(nodes_named<decltype(gw)>("matmul") == 2);
+  const auto xt = kiln::randn<double>({3, 4}, 7), wt = kiln::randn<double>({4, 2}, 8);
+  auto f = kiln::compile(loss);
+  check("gelu_tanh of a product", kiln::compile(gw)(x = xt, w = wt),
+        numeric_gradient(wt, [&](const auto& v) { return f(x = xt, w = v)[0]; }));
+}
+
+TEST_CASE("shared_values lists each shared value once; replace_shared reads them back as inputs") {
+  constexpr auto x = kiln::input<"x", 1, double>();
+  // (a value without constants is merged by structure and is never wrapped, so a holds one)
+  const auto a = kiln::shared<"a">(kiln::exp(x) * 3.0);
+  const auto b = kiln::shared<"b">(a * 2.0);
+  const auto y = a + b * b + a;
+  using Values = decltype(kiln::shared_values(y));
+  static_assert(std::tuple_size_v<Values> == 2);  // a, then b (which reads a)
+  static_assert(std::tuple_element_t<0, Values>::tag != std::tuple_element_t<1, Values>::tag);
+  // y with a and b read from inputs: the program computes neither exp nor the product.
+  constexpr auto va = kiln::input<"va", 1, double>();
+  constexpr auto vb = kiln::input<"vb", 1, double>();
+  const auto z = kiln::replace_shared<Values>(y, std::tuple{va, vb});
+  static_assert(nodes_named<decltype(z)>("exp") == 0);
+  const auto at = kiln::randn<double>({5}, 9), bt = kiln::randn<double>({5}, 10);
+  const auto got = kiln::compile(z)(va = at, vb = bt);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(got[i] == doctest::Approx(2 * at[i] + bt[i] * bt[i]).epsilon(1e-12));
+  const auto xt = kiln::randn<double>({5}, 11);
+  const auto direct = kiln::compile(y)(x = xt);
+  for (std::size_t i = 0; i < 5; ++i)
+    CHECK(direct[i] == doctest::Approx(6 * std::exp(xt[i]) + 36 * std::exp(2 * xt[i])).epsilon(1e-12));
 }

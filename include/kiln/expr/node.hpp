@@ -5,6 +5,10 @@
 // - Symbols and nodes without stored values are empty types ("stateless"); CSE may merge two
 //   occurrences of the same stateless type. A node that stores a value (a Constant, a reshape's
 //   extents, layer_norm's eps) is never merged: `x * 1.5f` and `x * 2.5f` have one type.
+// - "Keyed" values are known by their type: stateless ones, Shared values (one value per tag),
+//   and nodes whose op stores nothing over keyed operands (matmul(shared_a, w)). The graph
+//   merges every occurrence of one keyed type into one node, so a derivative rule that reads
+//   such an operand at several places computes it once.
 // - A symbol's type is keyed by the FNV-1a hash of its name; the name itself is a char pack,
 //   so no class-type template argument ever reaches a kernel (DESIGN.md, Lowering).
 #pragma once
@@ -95,6 +99,7 @@ struct Symbol : ExprTag {
   static constexpr NodeKind kind = NodeKind::Symbol;
   static constexpr SymbolKind symbol_kind = K;
   static constexpr bool stateless = true;
+  static constexpr bool keyed = true;
   static constexpr std::uint64_t id = Id;
   static constexpr std::string_view name() { return N::view(); }
 
@@ -122,6 +127,7 @@ struct Constant : ExprTag {
   static constexpr int rank = 0;
   static constexpr NodeKind kind = NodeKind::Constant;
   static constexpr bool stateless = false;
+  static constexpr bool keyed = false;
   compute_t<T> value;  // a bf16 or f16 expression's constants stay in float, as its maths does
   constexpr explicit Constant(compute_t<T> v) : value(v) {}
 };
@@ -134,6 +140,7 @@ struct Ref : ExprTag {
   using dtype = T;
   static constexpr int rank = Rank;
   static constexpr bool stateless = true;
+  static constexpr bool keyed = true;
 };
 
 // A value computed once however often it occurs: every occurrence of one Shared type is one
@@ -149,6 +156,7 @@ struct Shared : ExprTag {
   static constexpr int rank = E::rank;
   static constexpr NodeKind kind = NodeKind::Shared;
   static constexpr bool stateless = false;
+  static constexpr bool keyed = true;
   static constexpr std::uint64_t tag = Tag;
   E value;
 };
@@ -214,6 +222,7 @@ struct Node : ExprTag {
   static constexpr int rank = detail::node_traits<Op, Cs...>::rank;
   static constexpr NodeKind kind = Op::kind;
   static constexpr bool stateless = std::is_empty_v<Op> && (Cs::stateless && ...);
+  static constexpr bool keyed = std::is_empty_v<Op> && (Cs::keyed && ...);
 
   [[no_unique_address]] Op op;
   std::tuple<Cs...> children;

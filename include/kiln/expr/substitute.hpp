@@ -7,6 +7,10 @@
 //                                      the copies of a layer have their own weights, by the
 //                                      names Hugging Face's checkpoints give them
 //   kiln::map_symbols(e, f)            the general form: each symbol s replaced by f(s)
+//   kiln::shared_values(e)             e's kiln::shared values, each once (a tuple)
+//   kiln::replace_shared<Vs>(e, xs)    e with each shared value of the tuple type Vs replaced
+//                                      by the matching expression of the tuple xs (a value
+//                                      computed once, read back as an input elsewhere)
 //
 // A stack of L layers of one layer expression `layer(h)` over the residual input h:
 //   auto x = embed;  x = substitute(prefix_params<"h.0.">(layer), h, x);  ... (layer 1, 2, ...)
@@ -62,6 +66,97 @@ constexpr auto map_symbols_of(const Node<Op, Cs...>& n, const F& f) {
 template <Expression E, class F>
 constexpr auto map_symbols(const E& e, const F& f) {
   return detail::map_symbols_of(e, f);
+}
+
+namespace detail {
+template <std::uint64_t Tag, class Vs>
+inline constexpr bool has_shared_tag = false;
+template <std::uint64_t Tag, class... Vs>
+inline constexpr bool has_shared_tag<Tag, std::tuple<Vs...>> = ((Vs::tag == Tag) || ...);
+template <std::uint64_t Tag, class... Vs>
+constexpr std::size_t shared_index(std::tuple<Vs...>*) {
+  std::size_t i = 0;
+  ((Vs::tag == Tag ? false : (++i, true)) && ...);
+  return i;
+}
+
+template <class Acc, std::uint64_t Id, int R, class T, SymbolKind K, class N>
+constexpr auto shared_values_of(const Acc& acc, const Symbol<Id, R, T, K, N>&) {
+  return acc;
+}
+template <class Acc, class T>
+constexpr auto shared_values_of(const Acc& acc, const Constant<T>&) {
+  return acc;
+}
+template <class Acc, std::uint64_t Tag, class E>
+constexpr auto shared_values_of(const Acc& acc, const Shared<Tag, E>& s);
+template <class Acc, class Op, class... Cs>
+constexpr auto shared_values_of(const Acc& acc, const Node<Op, Cs...>& n);
+template <class Acc>
+constexpr auto shared_values_fold(const Acc& acc) {
+  return acc;
+}
+template <class Acc, class C, class... Cs>
+constexpr auto shared_values_fold(const Acc& acc, const C& c, const Cs&... cs) {
+  return shared_values_fold(shared_values_of(acc, c), cs...);
+}
+template <class Acc, std::uint64_t Tag, class E>
+constexpr auto shared_values_of(const Acc& acc, const Shared<Tag, E>& s) {
+  if constexpr (has_shared_tag<Tag, Acc>) return acc;
+  else return std::tuple_cat(shared_values_of(acc, s.value), std::tuple<Shared<Tag, E>>{s});
+}
+template <class Acc, class Op, class... Cs>
+constexpr auto shared_values_of(const Acc& acc, const Node<Op, Cs...>& n) {
+  return std::apply([&](const Cs&... c) { return shared_values_fold(acc, c...); }, n.children);
+}
+
+template <class Vs, class Xs, std::uint64_t Id, int R, class T, SymbolKind K, class N>
+constexpr auto replace_shared_of(const Symbol<Id, R, T, K, N>& s, const Xs&) {
+  return s;
+}
+template <class Vs, class Xs, class T>
+constexpr auto replace_shared_of(const Constant<T>& c, const Xs&) {
+  return c;
+}
+template <class Vs, class Xs, std::uint64_t Tag, class E>
+constexpr auto replace_shared_of(const Shared<Tag, E>& s, const Xs& xs);
+template <class Vs, class Xs, class Op, class... Cs>
+constexpr auto replace_shared_of(const Node<Op, Cs...>& n, const Xs& xs);
+template <class Vs, class Xs, std::uint64_t Tag, class E>
+constexpr auto replace_shared_of(const Shared<Tag, E>& s, const Xs& xs) {
+  if constexpr (has_shared_tag<Tag, Vs>) {
+    using X = std::remove_cvref_t<decltype(std::get<shared_index<Tag>(static_cast<Vs*>(nullptr))>(xs))>;
+    static_assert(X::rank == E::rank && std::is_same_v<typename X::dtype, typename E::dtype>,
+                  "kiln::replace_shared: the expression read in place of a shared value must have its rank and element type");
+    return std::get<shared_index<Tag>(static_cast<Vs*>(nullptr))>(xs);
+  }
+  else {
+    using R = decltype(replace_shared_of<Vs>(s.value, xs));
+    return Shared<Tag, R>{{}, replace_shared_of<Vs>(s.value, xs)};
+  }
+}
+template <class Vs, class Xs, class Op, class... Cs>
+constexpr auto replace_shared_of(const Node<Op, Cs...>& n, const Xs& xs) {
+  return std::apply(
+      [&](const Cs&... c) {
+        return Node<Op, decltype(replace_shared_of<Vs>(c, xs))...>(n.op, replace_shared_of<Vs>(c, xs)...);
+      },
+      n.children);
+}
+}  // namespace detail
+
+// e's kiln::shared values, each once, a value after the shared values it reads: a tuple.
+template <Expression E>
+constexpr auto shared_values(const E& e) {
+  return detail::shared_values_of(std::tuple<>{}, e);
+}
+
+// e with each kiln::shared value whose tag is one of the tuple type Vs's replaced by the
+// expression at the same place in xs (of the value's rank and element type).
+template <class Vs, Expression E, class Xs>
+constexpr auto replace_shared(const E& e, const Xs& xs) {
+  static_assert(std::tuple_size_v<Vs> == std::tuple_size_v<Xs>, "kiln::replace_shared: give one expression per shared value");
+  return detail::replace_shared_of<Vs>(e, xs);
 }
 
 // e with every occurrence of the symbol `from` replaced by the expression `to`.

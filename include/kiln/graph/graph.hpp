@@ -1,6 +1,7 @@
 // kiln: compile-time graph analysis. An expression type is flattened into a list of unique
-// nodes in topological order (children before parents): stateless subtrees are merged by
-// type (common-subexpression elimination), composite ops are expanded into primitives over
+// nodes in topological order (children before parents): keyed subtrees (stateless ones, and
+// those stateful only through kiln::shared operands, expr/node.hpp) are merged by type
+// (common-subexpression elimination), composite ops are expanded into primitives over
 // references to their operands, and every occurrence of one kiln::shared value (Shared<Tag, E>)
 // resolves to the node of its first occurrence. GraphInfo<N> then describes the nodes as
 // constexpr arrays.
@@ -158,9 +159,9 @@ struct expansion_of {
 template <class L, class Node, bool Composite>
 struct add_node;
 template <class L, class Op, class... Cs>
-struct add_node<L, Node<Op, Cs...>, false> {  // a primitive op
+struct add_node<L, Node<Op, Cs...>, false> {  // a primitive op: merged by type when keyed
   using E = Node<Op, Cs...>;
-  static constexpr int found = E::stateless ? find<E, L>::value : -1;
+  static constexpr int found = E::keyed ? find<E, L>::value : -1;
   template <bool Found, class = void>
   struct build {
     using list = L;

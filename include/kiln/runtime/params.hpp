@@ -2,6 +2,7 @@
 // compile() time into a table indexed by node id. The walk visits stateful nodes in the
 // order graph::flatten appended them: post-order, composite ops through their expansion.
 #pragma once
+#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -26,8 +27,10 @@ struct is_reshape : std::false_type {};
 template <int N, int First, int Last>
 struct is_reshape<Reshape<N, First, Last>> : std::true_type {};
 
-// The walk's output, and the Shared values met so far with all the parameters of their first
-// occurrence (nested Shared values included). A full walk (`full`) visits every occurrence.
+// The walk's output, the Shared values met so far with all the parameters of their first
+// occurrence (nested Shared values included), and the keyed nodes met so far (the graph keeps
+// the first occurrence of a keyed node: later ones add nothing). A full walk (`full`) visits
+// every occurrence.
 struct ParamsWalk {
   std::vector<NodeParams> out;
   struct Seen {
@@ -35,6 +38,7 @@ struct ParamsWalk {
     std::vector<NodeParams> all;
   };
   std::vector<Seen> shared;
+  std::vector<const void*> keyed;
   bool full = false;
 };
 template <class K>
@@ -89,6 +93,23 @@ void collect_params(const E& e, ParamsWalk& w) {
     out.push_back(NodeParams{static_cast<double>(e.value)});
   } else {
     using Op = typename E::op_type;
+    if constexpr (E::keyed && !Op::composite) {  // stateful only through Shared operands
+      if (!w.full) {
+        const void* key = &type_key<E>;
+        if (std::find(w.keyed.begin(), w.keyed.end(), key) != w.keyed.end()) {
+          // A later occurrence is one node in the graph and adds no parameters; its Shared
+          // operands are still checked against their first occurrence.
+          ParamsWalk check;
+          check.shared = std::move(w.shared);
+          check.keyed = std::move(w.keyed);
+          std::apply([&](const auto&... c) { (collect_params(c, check), ...); }, e.children);
+          w.shared = std::move(check.shared);
+          w.keyed = std::move(check.keyed);
+          return;
+        }
+        w.keyed.push_back(key);
+      }
+    }
     std::apply([&](const auto&... c) { (collect_params(c, w), ...); }, e.children);
     if constexpr (Op::composite) {
       // The expansion over placeholders has the stateful nodes of the real expansion.
