@@ -16,13 +16,19 @@
 // One step:
 //   forward:   h_0 = embed(batch);  h_{l+1} = layer(h_l; w_l)   (h_0 ... h_L kept)
 //   backward:  loss, g_L, dhead = the head's gradients at h_L
-//              g_l, dw_l = vjp of layer(h_l; w_l) with g_{l+1}   (recomputing the layer's
-//                                                                  forward: activation checkpointing)
+//              g_l, dw_l = vjp of layer(h_l; w_l) with g_{l+1}   (reading the activations the
+//                                                                  forward pass kept)
 //              dembed = vjp of embed with g_0
 //   update:    norm = sqrt(sum of every gradient squared); c = min(max_grad_norm / (norm + 1e-6), 1)
 //              AdamW(p, m_p, v_p, c g_p) for every parameter p
 // which is train/step.hpp's update, computed region by region.
+//
+// Kept activations: the layer's kiln::shared values (its norms' outputs, q k v, the attention's
+// output, ...) that its vector-Jacobian product reads are outputs of the forward program beside
+// h_{l+1}, and inputs of the vjp program, which therefore computes none of them again. What is
+// not shared (a matmul feeding an activation) the vjp recomputes from them.
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -36,6 +42,7 @@
 
 #include "kiln/autodiff/grad.hpp"
 #include "kiln/expr/ops.hpp"
+#include "kiln/expr/substitute.hpp"
 #include "kiln/nn/optim.hpp"
 #include "kiln/runtime/compile.hpp"
 #include "kiln/runtime/large_stack.hpp"
@@ -129,11 +136,18 @@ class StackedStep {
            "\nembedding (vector-Jacobian product):\n" + embed_backward_->explain();
   }
 
+  // Per-kernel timing of every program (kiln::compile's profile()): explain() then shows each
+  // kernel's mean time per call.
+  void profile(bool on = true) {
+    embed_.profile(on), layer_.profile(on), loss_.profile(on), head_->profile(on), layer_backward_->profile(on),
+        embed_backward_->profile(on);
+  }
+
   // The mean loss of a batch (`batch`: a tuple of bindings of the model's inputs), no update.
   template <class Batch>
   double loss(const Batch& batch, Named& params) {
     const Tensor<T> loss = detail::call_with(
-        loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = forward(batch, params).back()},
+        loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = forward(batch, params, nullptr).back()},
                               detail::bind_named<T>(M::head_parameters(), params)));
     return static_cast<double>(widen(loss.cpu()[0]));
   }
@@ -143,7 +157,8 @@ class StackedStep {
   // clipping.
   template <class Batch>
   std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, const Hyper<T>& hyper) {
-    const std::vector<Tensor<T>> xs = forward(batch, params);  // each layer's input, and the last output
+    std::vector<SavedTensors> saved;
+    const std::vector<Tensor<T>> xs = forward(batch, params, &saved);  // each layer's input, and the last output
     // Backward, region by region; grads by parameter name.
     Named grads;
     Tensor<T> g;
@@ -159,6 +174,7 @@ class StackedStep {
       const std::string prefix = M::layer_prefix(l);
       auto out = detail::call_with(
           *layer_backward_, std::tuple_cat(std::tuple{h = xs[static_cast<std::size_t>(l)], cotangent = g},
+                                          Saved::bind(saved[static_cast<std::size_t>(l)]),
                                           detail::bind_named<T>(M::layer_parameters(), params, prefix)));
       g = std::move(std::get<0>(out));
       collect<1>(out, M::layer_parameters(), prefix, grads);
@@ -192,16 +208,77 @@ class StackedStep {
   }
 
  private:
-  // h_0 = embed(batch), then h_{l+1} = layer(h_l; w_l): the input of each layer and the last output.
+  // The layer's shared values, each read back by the vjp program as input "kiln.saved.<i>.v".
+  using Shared = decltype(shared_values(M::layer()));
+  static constexpr auto saved_inputs = []<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple{prefixed<numbered<"kiln.saved.", I>()>(
+        input<"v", std::tuple_element_t<I, Shared>::rank, typename std::tuple_element_t<I, Shared>::dtype>())...};
+  }(std::make_index_sequence<std::tuple_size_v<Shared>>{});
+  // The layer's vector-Jacobian product (the gradients of h and of the layer's weights), reading
+  // the shared values as those inputs.
+  static auto layer_vjp_grads() {
+    return std::apply(
+        [](auto... w) {
+          return std::apply([](const auto&... g) { return std::tuple{replace_shared<Shared>(g, saved_inputs)...}; },
+                            vjp(M::layer(), cotangent, h, w...));
+        },
+        M::layer_parameters());
+  }
+  using LayerGrads = decltype(layer_vjp_grads());
+  // The shared values the vjp reads: those the forward program outputs.
+  static constexpr auto saved_read = []<std::size_t... I>(std::index_sequence<I...>) {
+    return std::array<bool, sizeof...(I) + 1>{[]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      using X = std::remove_cvref_t<decltype(std::get<J>(saved_inputs))>;
+      return [&]<std::size_t... G>(std::index_sequence<G...>) {
+        return (autodiff::depends_on<std::tuple_element_t<G, LayerGrads>, X::id>::value || ...);
+      }(std::make_index_sequence<std::tuple_size_v<LayerGrads>>{});
+    }(std::integral_constant<std::size_t, I>{})..., false};
+  }(std::make_index_sequence<std::tuple_size_v<Shared>>{});
+  static constexpr std::size_t saved_count = [] {
+    std::size_t n = 0;
+    for (bool b : saved_read) n += b;
+    return n;
+  }();
+  static constexpr auto saved_index = [] {
+    std::array<std::size_t, saved_count + 1> r{};
+    std::size_t j = 0;
+    for (std::size_t i = 0; i + 1 < saved_read.size(); ++i)
+      if (saved_read[i]) r[j++] = i;
+    return r;
+  }();
+  template <class J>
+  struct SavedOf;
+  template <std::size_t... J>
+  struct SavedOf<std::index_sequence<J...>> {
+    using Tensors = std::tuple<Tensor<typename std::tuple_element_t<saved_index[J], Shared>::dtype>...>;
+    // h_{l+1} and the kept values.
+    static auto forward() {
+      const auto shared = shared_values(M::layer());
+      return outputs(M::layer(), std::get<saved_index[J]>(shared)...);
+    }
+    template <class Out>
+    static Tensors take(Out& out) {
+      return Tensors{std::move(std::get<1 + J>(out))...};
+    }
+    static auto bind(const Tensors& t) { return std::tuple{(std::get<saved_index[J]>(saved_inputs) = std::get<J>(t))...}; }
+  };
+  using Saved = SavedOf<std::make_index_sequence<saved_count>>;
+  using SavedTensors = typename Saved::Tensors;
+
+  // h_0 = embed(batch), then h_{l+1} = layer(h_l; w_l): the input of each layer and the last
+  // output; each layer's kept values into *saved (when given).
   template <class Batch>
-  std::vector<Tensor<T>> forward(const Batch& batch, Named& params) {
+  std::vector<Tensor<T>> forward(const Batch& batch, Named& params, std::vector<SavedTensors>* saved) {
     std::vector<Tensor<T>> xs;
     xs.push_back(detail::call_with(
         embed_, std::tuple_cat(detail::bindings_for<Embed>(batch), detail::bind_named<T>(M::embed_parameters(), params))));
-    for (int l = 0; l < M::layers; ++l)
-      xs.push_back(detail::call_with(
+    for (int l = 0; l < M::layers; ++l) {
+      auto out = detail::call_with(
           layer_, std::tuple_cat(std::tuple{h = xs.back()},
-                                 detail::bind_named<T>(M::layer_parameters(), params, M::layer_prefix(l)))));
+                                 detail::bind_named<T>(M::layer_parameters(), params, M::layer_prefix(l))));
+      xs.push_back(std::move(std::get<0>(out)));
+      if (saved) saved->push_back(Saved::take(out));
+    }
     return xs;
   }
   // Adds the gradients in outputs First.. of `out` to grads, by the names of ws (with prefix).
@@ -275,14 +352,14 @@ class StackedStep {
                       ws);
   }
   static auto layer_vjp() {
-    return std::apply([](auto... w) { return vjp_program(M::layer(), std::tuple{h, w...}); }, M::layer_parameters());
+    return std::apply([](const auto&... g) { return outputs(g...); }, layer_vjp_grads());
   }
 
   using HeadProgram = decltype(compile<Policies...>(head_program(M::head_parameters())));
   using LayerBackward = decltype(compile<Policies...>(layer_vjp()));
   using EmbedBackward = decltype(compile<Policies...>(vjp_program(M::embed(), M::embed_parameters())));
   decltype(compile<Policies...>(M::embed())) embed_ = compile<Policies...>(M::embed());
-  decltype(compile<Policies...>(M::layer())) layer_ = compile<Policies...>(M::layer());
+  decltype(compile<Policies...>(Saved::forward())) layer_ = compile<Policies...>(Saved::forward());
   decltype(compile<Policies...>(M::head_loss())) loss_ = compile<Policies...>(M::head_loss());
   // The derivative programs, built on a thread of a large stack (kiln::detail::on_large_stack).
   std::unique_ptr<HeadProgram> head_;
