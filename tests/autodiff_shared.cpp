@@ -131,6 +131,19 @@ TEST_CASE("a pointwise derivative reads its computed operand once") {
         numeric_gradient(wt, [&](const auto& v) { return f(x = xt, w = v)[0]; }));
 }
 
+TEST_CASE("attention's gradients read one pass of statistics") {
+  constexpr auto x = kiln::input<"x", 4, double>();
+  // q, k and v hold constants, so copies of them are never merged by type.
+  const auto q = x * 0.5, k = x * 0.25, v = x * 2.0;
+  const auto loss = kiln::sum(kiln::square(kiln::attention<kiln::AttentionMask::Causal>(q, k, v)));
+  const auto [gx] = kiln::grad(loss, x);
+  static_assert(nodes_named<decltype(gx)>("attention_stats") == 1);
+  const auto xt = kiln::randn<double>({2, 2, 5, 4}, 12);
+  auto f = kiln::compile(loss);
+  check("attention, one operand", kiln::compile(gx)(x = xt),
+        numeric_gradient(xt, [&](const auto& t) { return f(x = t)[0]; }));
+}
+
 TEST_CASE("shared_values lists each shared value once; replace_shared reads them back as inputs") {
   constexpr auto x = kiln::input<"x", 1, double>();
   // (a value without constants is merged by structure and is never wrapped, so a holds one)

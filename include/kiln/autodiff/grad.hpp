@@ -81,7 +81,12 @@ struct Reverse {
                     "kiln::grad: kiln::host (a graph break) has no derivative; keep it out of the differentiated path");
       const auto& y = at_path(root, typename D::template entry<U>::path{});
       if constexpr (std::is_base_of_v<PointwiseOp, Op>) return std::get<K>(Op::vjp(with_shared_operands<U>(y), g));
-      else return std::get<K>(Op::vjp(y, g));
+      else if constexpr (requires { Op::vjp_takes_tag; }) {
+        // A rule that computes one value for several operands' gradients shares it under a tag
+        // of its own, one per entry of the walk.
+        constexpr std::uint64_t tag = hash_mix(hash_mix(Tag, fnv1a("kiln::grad.rule")), static_cast<std::uint64_t>(U));
+        return std::get<K>(Op::template vjp<tag>(y, g));
+      } else return std::get<K>(Op::vjp(y, g));
     }
   }
 

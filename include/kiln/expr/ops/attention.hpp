@@ -78,7 +78,11 @@ struct AttentionOp {
     if constexpr (HasLen) return detail::attention_part<Q, M, Scale, true>(xs..., std::get<3>(y.children));
     else return detail::attention_part<Q, M, Scale, false>(xs...);
   }
-  template <class N, class G>
+  // The three gradients read one pass of softmax statistics. kiln::grad passes a tag, one per
+  // attention node of its walk, that makes the statistics one Shared value: computed once even
+  // when q, k or v hold stored values (a reshape's extents), which are never merged by type.
+  static constexpr bool vjp_takes_tag = true;
+  template <std::uint64_t Tag, class N, class G>
   static constexpr auto vjp(const N& y, const G& g) {
     static_assert(P == AttentionPart::Out,
                   "kiln::grad: attention's backward is not differentiable again (no second derivatives of attention)");
@@ -89,7 +93,7 @@ struct AttentionOp {
       if constexpr (G::rank < 4) return expand_as(g, y);
       else return g;
     }();
-    const auto stats = part<AttentionPart::Stats>(y, q, k, v, gy);
+    const auto stats = share<Tag>(part<AttentionPart::Stats>(y, q, k, v, gy));
     const auto grads = std::tuple{part<AttentionPart::GradQ>(y, q, k, v, gy, stats),
                                   part<AttentionPart::GradK>(y, q, k, v, gy, stats),
                                   part<AttentionPart::GradV>(y, q, k, v, gy, stats)};
