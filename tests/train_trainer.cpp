@@ -1,6 +1,6 @@
 // kiln::Trainer: one update against AdamW with clipping computed by hand in float64, HF's
 // learning-rate schedules, a run that stops, saves and resumes giving the same bits as one that
-// does not, checkpoints written atomically and rotated, evaluation, and the errors.
+// does not, checkpoints written atomically and rotated, evaluation, profiling, and the errors.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -204,6 +204,18 @@ TEST_CASE("Trainer: checkpoints are renamed into place and rotated; training fit
   for (const auto& r : trainer.log_history()) evals += !std::isnan(r.eval_loss);
   CHECK(evals == 2);
   fs::remove_all(args.output_dir);
+}
+
+TEST_CASE("Trainer: profile() times each kernel of the step") {
+  using M = Linear<double>;
+  const Regression<double> data(32, 80);
+  kiln::TrainingArguments args;
+  args.max_steps = 3, args.per_device_train_batch_size = 16, args.logging_steps = 0, args.print_logs = false;
+  kiln::Trainer<M> trainer(args, initial<double>(90));
+  CHECK(trainer.explain().find("ms per call") == std::string::npos);
+  trainer.profile();
+  trainer.train(data);
+  CHECK(trainer.explain().find("ms per call") != std::string::npos);
 }
 
 TEST_CASE("Trainer: bad arguments, weights and checkpoints are errors that name them") {

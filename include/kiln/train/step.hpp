@@ -105,6 +105,7 @@ class OneProgramStep {
     std::apply([&](auto... w) { (f(w, std::string(w.name())), ...); }, Model::parameters());
   }
   std::string explain() const { return step_.explain(); }
+  void profile(bool on) { step_.profile(on), eval_.profile(on); }
 
   template <class Batch>
   double loss(const Batch& batch, Named& params) {

@@ -131,8 +131,12 @@ class Trainer {
   const Parameters& parameters() const { return params_; }
   long global_step() const { return global_step_; }
   const std::vector<LogRecord>& log_history() const { return log_; }
-  // The compiled training step's plan (kiln::Compiled::explain).
+  // The compiled training step's plan (kiln::Compiled::explain); after profile(), with each
+  // kernel's mean time per call over the steps since.
   std::string explain() const { return engine_.explain(); }
+  // Times every kernel of the step's programs from now on (kiln::Compiled::profile), at the
+  // cost of a synchronisation per kernel; profile(false) stops.
+  void profile(bool on = true) { engine_.profile(on); }
 
   // Trains for max_steps updates, or num_train_epochs passes over `data` (the last one partial
   // where the count is fractional), evaluating on `eval` every eval_steps, logging every
