@@ -9,7 +9,13 @@
 // for generation with a static KV cache.
 //
 //   scripts/fetch_fortunes.sh                                   # once: data/fortunes.txt
-//   ./build/examples/train_gpt [data/fortunes.txt [steps [out-dir]]]
+//   ./build/examples/train_gpt [data/fortunes.txt] [--help] [--steps N] [--context N] [--batch N]
+//                              [--embd N] [--lr X] [--out DIR] [--no-compare] [--profile]
+//
+// The defaults are the README's run; --context, --batch, --embd and --lr change the model's
+// width, its context and the batch without a rebuild (the layers and heads are template
+// arguments), --no-compare skips the timing of a compiled step beside an eager one, and
+// --profile prints each kernel's time per call (kiln::Trainer::profile).
 //
 // It prints the unigram baseline (the loss of predicting each character by its frequency), the
 // training log, the validation loss, the time of a compiled step beside an eager one, and a few
@@ -27,13 +33,13 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace {
 
 constexpr int kLayers = 4, kHeads = 4;
-constexpr long kEmbed = 128, kContext = 64, kBatch = 32;
 using Model = kiln::models::GPT2ForTraining<float, kLayers, kHeads>;
 
 // The corpus as character ids: a vocabulary of the bytes that occur, and the training and
@@ -69,13 +75,14 @@ struct Corpus {
   }
 };
 
-// Windows of kContext + 1 characters of a stream, one every kContext: sample i is the input
+// Windows of S + 1 characters of a stream, one every S (the context): sample i is the input
 // chars [i S, i S + S) and, as labels, the chars one further.
 struct Windows {
   const std::vector<long>* stream;
+  std::size_t context;
   std::size_t limit = 0;  // at most this many windows (0: all)
   std::size_t size() const {
-    const std::size_t n = (stream->size() - 1) / kContext;
+    const std::size_t n = (stream->size() - 1) / context;
     return limit > 0 ? std::min(n, limit) : n;
   }
   struct Batch {
@@ -85,7 +92,7 @@ struct Windows {
     }
   };
   Batch batch(std::span<const std::size_t> rows) const {
-    const std::size_t B = rows.size(), S = kContext;
+    const std::size_t B = rows.size(), S = context;
     Batch b{kiln::Tensor<kiln::i64>(kiln::Shape{B, S}), kiln::Tensor<kiln::i64>(kiln::Shape{B, S}),
             kiln::Tensor<kiln::i64>(kiln::Shape{B * S})};
     for (std::size_t r = 0; r < B; ++r)
@@ -124,37 +131,82 @@ double ms_per_step(kiln::TrainingArguments args, const kiln::train::Parameters<f
   return (run(22) - short_run) / 20;
 }
 
+// The command line: the data file, and --name value options.
+struct Options {
+  std::string data = "data/fortunes.txt", out = "train_gpt_output";
+  long steps = 2500, context = 64, batch = 32, embd = 128;
+  double lr = 8e-3;
+  bool compare = true, profile = false;
+
+  Options(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      const auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+        return argv[++i];
+      };
+      const auto positive = [&](long& x) {
+        x = std::stol(value());
+        if (x <= 0) throw std::invalid_argument(a + " must be positive");
+      };
+      if (a == "--help" || a == "-h") {
+        std::printf("usage: train_gpt [data/fortunes.txt] [--steps N] [--context N] [--batch N] [--embd N] [--lr X]\n"
+                    "                 [--out DIR] [--no-compare] [--profile]\n"
+                    "defaults: --steps 2500 --context 64 --batch 32 --embd 128 --lr 8e-3 --out train_gpt_output\n"
+                    "--embd must be a multiple of %d (the heads); --no-compare skips the eager/compiled step timing;\n"
+                    "--profile times every kernel of the training and prints the plans with the times\n",
+                    kHeads);
+        std::exit(0);
+      }
+      if (a == "--steps") positive(steps);
+      else if (a == "--context") positive(context);
+      else if (a == "--batch") positive(batch);
+      else if (a == "--embd") positive(embd);
+      else if (a == "--lr") lr = std::stod(value());
+      else if (a == "--out") out = value();
+      else if (a == "--no-compare") compare = false;
+      else if (a == "--profile") profile = true;
+      else if (a.starts_with("--")) throw std::invalid_argument("unknown option " + a);
+      else data = a;
+    }
+    if (embd % kHeads != 0) throw std::invalid_argument("--embd must be a multiple of " + std::to_string(kHeads));
+  }
+};
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : "data/fortunes.txt";
-  const long steps = argc > 2 ? std::atol(argv[2]) : 1500;
-  const std::string out = argc > 3 ? argv[3] : "train_gpt_output";
-  const Corpus corpus(path);
+int main(int argc, char** argv) try {
+  const Options opt(argc, argv);
+  const Corpus corpus(opt.data);
   std::printf("data: %zu training and %zu validation characters, %zu distinct\n", corpus.train.size(),
               corpus.valid.size(), corpus.vocab.size());
   std::printf("unigram baseline: %.3f nats/char on the validation text\n", unigram_loss(corpus));
 
   kiln::models::GPT2Config config;
   config.vocab_size = static_cast<long>(corpus.vocab.size());
-  config.n_positions = kContext, config.n_embd = kEmbed, config.n_layer = kLayers, config.n_head = kHeads;
-  config.n_inner = 4 * kEmbed;
+  config.n_positions = opt.context, config.n_embd = opt.embd, config.n_layer = kLayers, config.n_head = kHeads;
+  config.n_inner = 4 * opt.embd;
   const auto weights = Model::init(config, 1234);
 
   kiln::TrainingArguments args;
-  args.output_dir = out;
-  args.max_steps = steps, args.per_device_train_batch_size = kBatch, args.per_device_eval_batch_size = 64;
-  args.learning_rate = 2e-3, args.lr_scheduler_type = "cosine", args.warmup_steps = 100;
+  args.output_dir = opt.out;
+  args.max_steps = opt.steps, args.per_device_train_batch_size = opt.batch, args.per_device_eval_batch_size = 64;
+  args.learning_rate = opt.lr, args.lr_scheduler_type = "cosine", args.warmup_steps = 100;
   args.weight_decay = 0.1, args.max_grad_norm = 1.0;
   args.logging_steps = 250, args.save_steps = 0, args.seed = 7;
-  const Windows train{&corpus.train}, valid{&corpus.valid, 2048};
+  const auto context = static_cast<std::size_t>(opt.context);
+  // The same validation characters whatever the context: the first 131072 (as 2048 windows of 64).
+  const Windows train{&corpus.train, context}, valid{&corpus.valid, context, 131072 / context};
 
   // The compiled step beside the eager one (kiln::Eager: one kernel per node).
-  const double compiled_ms = ms_per_step<>(args, weights, train), eager_ms = ms_per_step<kiln::Eager>(args, weights, train);
-  std::printf("step time (batch %ld x %ld chars): compiled %.1f ms, eager %.1f ms (%.2fx)\n", kBatch, kContext,
-              compiled_ms, eager_ms, eager_ms / compiled_ms);
+  if (opt.compare) {
+    const double compiled_ms = ms_per_step<>(args, weights, train), eager_ms = ms_per_step<kiln::Eager>(args, weights, train);
+    std::printf("step time (batch %ld x %ld chars): compiled %.1f ms, eager %.1f ms (%.2fx)\n", opt.batch, opt.context,
+                compiled_ms, eager_ms, eager_ms / compiled_ms);
+  }
 
   kiln::Trainer<Model> trainer(args, weights);
+  if (opt.profile) trainer.profile();
   const auto t0 = std::chrono::steady_clock::now();
   const auto result = trainer.train(train);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -162,9 +214,10 @@ int main(int argc, char** argv) {
   std::printf("trained %ld steps in %.0f s (%.1f steps/s); training loss %.3f, validation loss %.3f nats/char\n",
               result.global_step, seconds, static_cast<double>(result.global_step) / seconds, result.training_loss,
               valid_loss);
+  if (opt.profile) std::printf("%s\n", trainer.explain().c_str());
 
   // The weights as a Hugging Face checkpoint, loaded back for generation with a static KV cache.
-  const std::string model_dir = out + "/model";
+  const std::string model_dir = opt.out + "/model";
   Model::save_pretrained(model_dir, config, trainer.parameters());
   const auto lm = kiln::models::GPT2<float>::from_pretrained(model_dir, kiln::Device::cpu());
   auto fast = kiln::compile(lm);
@@ -174,7 +227,7 @@ int main(int argc, char** argv) {
     for (unsigned char c : prompt) ids.push_back(corpus.id[c]);
     const auto input = kiln::from_vector(std::vector<kiln::i64>(ids.begin(), ids.end()), kiln::Shape{1, ids.size()});
     kiln::models::GenerationConfig gen;
-    gen.max_new_tokens = kContext - static_cast<long>(ids.size()), gen.do_sample = true, gen.temperature = 0.8;
+    gen.max_new_tokens = opt.context - static_cast<long>(ids.size()), gen.do_sample = true, gen.temperature = 0.8;
     gen.top_k = 0, gen.seed = 11;
     const auto tokens = fast.generate(input, gen);
     std::vector<long> all;
@@ -182,4 +235,7 @@ int main(int argc, char** argv) {
     std::printf("---\n%s\n", corpus.decode(all).c_str());
   }
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "train_gpt: %s\n", e.what());
+  return 1;
 }
