@@ -10,12 +10,15 @@
 //
 //   scripts/fetch_fortunes.sh                                   # once: data/fortunes.txt
 //   ./build/examples/train_gpt [data/fortunes.txt] [--help] [--steps N] [--context N] [--batch N]
-//                              [--embd N] [--lr X] [--out DIR] [--no-compare] [--profile]
+//                              [--embd N] [--lr X] [--out DIR] [--device cpu|cuda] [--no-compare]
+//                              [--profile]
 //
 // The defaults are the README's run; --context, --batch, --embd and --lr change the model's
 // width, its context and the batch without a rebuild (the layers and heads are template
 // arguments), --no-compare skips the timing of a compiled step beside an eager one, and
-// --profile prints each kernel's time per call (kiln::Trainer::profile).
+// --profile prints each kernel's time per call (kiln::Trainer::profile). Built with the CUDA
+// kernels (kiln_cuda_executable, where nvcc is), it trains on the GPU when there is one, unless
+// --device cpu says otherwise.
 //
 // It prints the unigram baseline (the loss of predicting each character by its frequency), the
 // training log, the validation loss, the time of a compiled step beside an eager one, and a few
@@ -119,10 +122,11 @@ double unigram_loss(const Corpus& c) {
 // Milliseconds per step of a policy's trainer: runs of 2 and of 22 steps, the difference over 20
 // (the first steps plan and allocate).
 template <class... Policies>
-double ms_per_step(kiln::TrainingArguments args, const kiln::train::Parameters<float>& weights, const Windows& data) {
+double ms_per_step(kiln::TrainingArguments args, const kiln::train::Parameters<float>& weights, const Windows& data,
+                   kiln::Device device) {
   const auto run = [&](long steps) {
     args.max_steps = steps, args.logging_steps = 0, args.print_logs = false;
-    kiln::Trainer<Model, Policies...> trainer(args, weights);
+    kiln::Trainer<Model, Policies...> trainer(args, weights, device);
     const auto t0 = std::chrono::steady_clock::now();
     trainer.train(data);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -137,6 +141,14 @@ struct Options {
   long steps = 2500, context = 64, batch = 32, embd = 128;
   double lr = 8e-3;
   bool compare = true, profile = false;
+  kiln::Device device = default_device();
+
+  static kiln::Device default_device() {
+#if KILN_WITH_CUDA
+    if (kiln::cuda::device_count() > 0) return kiln::Device::cuda();
+#endif
+    return kiln::Device::cpu();
+  }
 
   Options(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
@@ -151,8 +163,9 @@ struct Options {
       };
       if (a == "--help" || a == "-h") {
         std::printf("usage: train_gpt [data/fortunes.txt] [--steps N] [--context N] [--batch N] [--embd N] [--lr X]\n"
-                    "                 [--out DIR] [--no-compare] [--profile]\n"
-                    "defaults: --steps 2500 --context 64 --batch 32 --embd 128 --lr 8e-3 --out train_gpt_output\n"
+                    "                 [--out DIR] [--device cpu|cuda] [--no-compare] [--profile]\n"
+                    "defaults: --steps 2500 --context 64 --batch 32 --embd 128 --lr 8e-3 --out train_gpt_output,\n"
+                    "          --device cuda where built with CUDA and a GPU is present, else cpu\n"
                     "--embd must be a multiple of %d (the heads); --no-compare skips the eager/compiled step timing;\n"
                     "--profile times every kernel of the training and prints the plans with the times\n",
                     kHeads);
@@ -164,12 +177,23 @@ struct Options {
       else if (a == "--embd") positive(embd);
       else if (a == "--lr") lr = std::stod(value());
       else if (a == "--out") out = value();
+      else if (a == "--device") device = parse_device(value());
       else if (a == "--no-compare") compare = false;
       else if (a == "--profile") profile = true;
       else if (a.starts_with("--")) throw std::invalid_argument("unknown option " + a);
       else data = a;
     }
     if (embd % kHeads != 0) throw std::invalid_argument("--embd must be a multiple of " + std::to_string(kHeads));
+  }
+  static kiln::Device parse_device(const std::string& name) {
+    if (name == "cpu") return kiln::Device::cpu();
+    if (name != "cuda") throw std::invalid_argument("--device must be cpu or cuda, not " + name);
+#if KILN_WITH_CUDA
+    if (kiln::cuda::device_count() > 0) return kiln::Device::cuda();
+    throw std::invalid_argument("--device cuda: no CUDA device here");
+#else
+    throw std::invalid_argument("--device cuda: this train_gpt was built without the CUDA kernels (kiln_cuda_executable)");
+#endif
   }
 };
 
@@ -181,6 +205,7 @@ int main(int argc, char** argv) try {
   std::printf("data: %zu training and %zu validation characters, %zu distinct\n", corpus.train.size(),
               corpus.valid.size(), corpus.vocab.size());
   std::printf("unigram baseline: %.3f nats/char on the validation text\n", unigram_loss(corpus));
+  std::printf("device: %s\n", opt.device.is_cuda() ? "cuda" : "cpu");
 
   kiln::models::GPT2Config config;
   config.vocab_size = static_cast<long>(corpus.vocab.size());
@@ -200,12 +225,13 @@ int main(int argc, char** argv) try {
 
   // The compiled step beside the eager one (kiln::Eager: one kernel per node).
   if (opt.compare) {
-    const double compiled_ms = ms_per_step<>(args, weights, train), eager_ms = ms_per_step<kiln::Eager>(args, weights, train);
+    const double compiled_ms = ms_per_step<>(args, weights, train, opt.device),
+                 eager_ms = ms_per_step<kiln::Eager>(args, weights, train, opt.device);
     std::printf("step time (batch %ld x %ld chars): compiled %.1f ms, eager %.1f ms (%.2fx)\n", opt.batch, opt.context,
                 compiled_ms, eager_ms, eager_ms / compiled_ms);
   }
 
-  kiln::Trainer<Model> trainer(args, weights);
+  kiln::Trainer<Model> trainer(args, weights, opt.device);
   if (opt.profile) trainer.profile();
   const auto t0 = std::chrono::steady_clock::now();
   const auto result = trainer.train(train);
@@ -219,17 +245,18 @@ int main(int argc, char** argv) try {
   // The weights as a Hugging Face checkpoint, loaded back for generation with a static KV cache.
   const std::string model_dir = opt.out + "/model";
   Model::save_pretrained(model_dir, config, trainer.parameters());
-  const auto lm = kiln::models::GPT2<float>::from_pretrained(model_dir, kiln::Device::cpu());
+  const auto lm = kiln::models::GPT2<float>::from_pretrained(model_dir, opt.device);
   auto fast = kiln::compile(lm);
   std::printf("saved %s; samples:\n", model_dir.c_str());
   for (const std::string prompt : {"A ", "The ", "Q:"}) {
     std::vector<long> ids;
     for (unsigned char c : prompt) ids.push_back(corpus.id[c]);
-    const auto input = kiln::from_vector(std::vector<kiln::i64>(ids.begin(), ids.end()), kiln::Shape{1, ids.size()});
+    const auto input =
+        kiln::from_vector(std::vector<kiln::i64>(ids.begin(), ids.end()), kiln::Shape{1, ids.size()}, opt.device);
     kiln::models::GenerationConfig gen;
     gen.max_new_tokens = opt.context - static_cast<long>(ids.size()), gen.do_sample = true, gen.temperature = 0.8;
     gen.top_k = 0, gen.seed = 11;
-    const auto tokens = fast.generate(input, gen);
+    const auto tokens = fast.generate(input, gen).cpu();
     std::vector<long> all;
     for (std::size_t i = 0; i < tokens.numel(); ++i) all.push_back(tokens[i]);
     std::printf("---\n%s\n", corpus.decode(all).c_str());

@@ -32,8 +32,9 @@ struct Parts {
   static constexpr auto b = kiln::param<"b", 1, double>();
   static constexpr auto embed() { return kiln::matmul(x, w_in); }
   static constexpr auto layer() { return h + kiln::tanh(kiln::matmul(h, w) + b); }
+  static constexpr auto head_predictions() { return kiln::matmul(h, w_out); }
   static constexpr auto head_loss() {
-    return kiln::mean(kiln::square(kiln::matmul(h, w_out) - y)) + 0.01 * kiln::mean(kiln::square(w_in));
+    return kiln::mean(kiln::square(head_predictions() - y)) + 0.01 * kiln::mean(kiln::square(w_in));
   }
 };
 
@@ -56,6 +57,11 @@ struct OneProgram : Parts {
     const auto h1 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 0>()>(layer()), h, embed());
     const auto h2 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 1>()>(layer()), h, h1);
     return kiln::substitute(head_loss(), h, h2);
+  }
+  static constexpr auto predictions() {
+    const auto h1 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 0>()>(layer()), h, embed());
+    const auto h2 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 1>()>(layer()), h, h1);
+    return kiln::substitute(head_predictions(), h, h2);
   }
 };
 static_assert(!kiln::train::StackedModel<OneProgram>);
@@ -130,6 +136,11 @@ TEST_CASE("Trainer: a stack of layers compiled region by region updates as the o
   }
   CHECK(regions.log_history()[0].grad_norm > 0.5);  // the bound clips the first steps
   CHECK(regions.evaluate(data) == doctest::Approx(whole.evaluate(data)).epsilon(1e-12));
+  const auto p = regions.predict(data), q = whole.predict(data);
+  REQUIRE(p.predictions.shape() == Shape{23, 2});
+  for (std::size_t i = 0; i < p.predictions.numel(); ++i)
+    CHECK(p.predictions[i] == doctest::Approx(q.predictions[i]).epsilon(1e-12));
+  CHECK(p.loss == doctest::Approx(q.loss).epsilon(1e-12));
   CHECK(regions.explain().find("layer (vector-Jacobian product):") != std::string::npos);
 }
 
@@ -147,4 +158,37 @@ TEST_CASE("Trainer: a stack of layers saved and resumed gives the bits of one th
     CHECK(std::memcmp(a.data(), b.data(), a.numel() * sizeof(double)) == 0);
   }
   fs::remove_all(args.output_dir), fs::remove_all(again.output_dir);
+}
+
+TEST_CASE("Trainer: gradient accumulation over K batches updates as one batch K times larger") {
+  // 20 samples: batches of 10, or of 5 taken 2 at a time, cover the same samples per update
+  // (one epoch order), and a mean over 10 is the mean of two means over 5.
+  const Data data(20, 7);
+  auto one = arguments("one_batch");
+  one.per_device_train_batch_size = 10, one.max_steps = 6;
+  auto accumulated = arguments("accumulated");
+  accumulated.per_device_train_batch_size = 5, accumulated.gradient_accumulation_steps = 2, accumulated.max_steps = 6;
+  kiln::Trainer<OneProgram> reference(one, initial(12));
+  kiln::Trainer<OneProgram> whole(accumulated, initial(12));
+  kiln::Trainer<Stacked> regions(accumulated, initial(12));
+  reference.train(data);
+  whole.train(data);
+  regions.train(data);
+  const auto same = [&](const auto& trainer) {
+    CHECK(trainer.global_step() == 6);
+    for (const auto& [name, t] : reference.parameters()) {
+      const auto a = trainer.parameters().at(name).cpu(), b = t.cpu();
+      for (std::size_t i = 0; i < a.numel(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-12));
+    }
+    REQUIRE(trainer.log_history().size() == 6);
+    for (std::size_t i = 0; i < 6; ++i) {
+      CHECK(trainer.log_history()[i].loss == doctest::Approx(reference.log_history()[i].loss).epsilon(1e-12));
+      CHECK(trainer.log_history()[i].grad_norm == doctest::Approx(reference.log_history()[i].grad_norm).epsilon(1e-12));
+      CHECK(trainer.log_history()[i].epoch == reference.log_history()[i].epoch);
+    }
+  };
+  same(whole);
+  same(regions);
+  CHECK(reference.log_history()[0].grad_norm > 0.5);  // clipping is part of what agrees
+  for (const auto& d : {one.output_dir, accumulated.output_dir}) fs::remove_all(d);
 }

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "kiln/train/trainer.hpp"
@@ -24,7 +26,8 @@ struct Linear {
   static constexpr auto w = kiln::param<"w", 2, T>();
   static constexpr auto b = kiln::param<"b", 1, T>();
   static constexpr auto parameters() { return std::tuple{w, b}; }
-  static constexpr auto loss() { return kiln::mean(kiln::square(kiln::matmul(x, w) + b - y)); }
+  static constexpr auto predictions() { return kiln::matmul(x, w) + b; }
+  static constexpr auto loss() { return kiln::mean(kiln::square(predictions() - y)); }
 };
 
 // n samples of x [3] and y = x A + c + noise, in T.
@@ -81,7 +84,7 @@ TEST_CASE("Trainer: one update is AdamW of the clipped gradient, in float64") {
   kiln::TrainingArguments args;
   args.max_steps = 1, args.per_device_train_batch_size = 4, args.learning_rate = 0.1, args.weight_decay = 0.01;
   args.max_grad_norm = 0.5, args.logging_steps = 1, args.save_steps = 0, args.print_logs = false;
-  args.lr_scheduler_type = "constant";
+  args.lr_scheduler_type = "constant", args.report_to = "none";
   const auto w0 = initial<double>(20);
   kiln::Trainer<M> trainer(args, w0);
   trainer.train(data);
@@ -199,10 +202,31 @@ TEST_CASE("Trainer: checkpoints are renamed into place and rotated; training fit
   std::vector<std::string> kept;
   for (const auto& e : fs::directory_iterator(args.output_dir)) kept.push_back(e.path().filename().string());
   std::sort(kept.begin(), kept.end());
-  CHECK(kept == std::vector<std::string>{"checkpoint-150", "checkpoint-200", "checkpoint-3.tmp"});
-  std::size_t evals = 0;
-  for (const auto& r : trainer.log_history()) evals += !std::isnan(r.eval_loss);
-  CHECK(evals == 2);
+  CHECK(kept == std::vector<std::string>{"checkpoint-150", "checkpoint-200", "checkpoint-3.tmp", "trainer_log.jsonl"});
+  // Evaluations: before training (step 0), every 100 steps, after training (step 200 again).
+  std::vector<long> evals;
+  for (const auto& r : trainer.log_history())
+    if (!std::isnan(r.eval_loss)) evals.push_back(r.step);
+  CHECK(evals == std::vector<long>{0, 100, 200, 200});
+  CHECK(trainer.log_history().back().eval_loss == after);
+  // trainer_log.jsonl: every record of the history as a JSON line, and the run's summary after
+  // the last training step's.
+  std::ifstream log(args.output_dir + "/trainer_log.jsonl");
+  std::vector<nlohmann::json> records, summaries;
+  for (std::string line; std::getline(log, line);) {
+    const auto j = nlohmann::json::parse(line);
+    (j.contains("train_runtime") ? summaries : records).push_back(j);
+  }
+  REQUIRE(records.size() == trainer.log_history().size());
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    CHECK(records[i].at("step").get<long>() == trainer.log_history()[i].step);
+    CHECK(records[i].at("eval_loss").get<double>() == trainer.log_history()[i].eval_loss);
+  }
+  REQUIRE(summaries.size() == 1);
+  CHECK(summaries[0].at("global_step").get<long>() == 200);
+  CHECK(summaries[0].at("train_steps_per_second").get<double>() > 0);
+  CHECK(summaries[0].at("train_loss").get<double>() == doctest::Approx(out.training_loss));
+  CHECK(out.train_samples_per_second == doctest::Approx(16 * out.train_steps_per_second).epsilon(1e-9));
   fs::remove_all(args.output_dir);
 }
 
@@ -211,6 +235,7 @@ TEST_CASE("Trainer: profile() times each kernel of the step") {
   const Regression<double> data(32, 80);
   kiln::TrainingArguments args;
   args.max_steps = 3, args.per_device_train_batch_size = 16, args.logging_steps = 0, args.print_logs = false;
+  args.report_to = "none";
   kiln::Trainer<M> trainer(args, initial<double>(90));
   CHECK(trainer.explain().find("ms per call") == std::string::npos);
   trainer.profile();
@@ -231,10 +256,14 @@ TEST_CASE("Trainer: bad arguments, weights and checkpoints are errors that name 
   CHECK_THROWS_WITH_AS(kiln::Trainer<M>(args, initial<float>(80)), doctest::Contains("lr_scheduler_type \"exponential\""),
                        kiln::ValueError);
   args.lr_scheduler_type = "linear";
-  args.gradient_accumulation_steps = 4;
-  CHECK_THROWS_WITH_AS(kiln::Trainer<M>(args, initial<float>(80)), doctest::Contains("gradient_accumulation_steps is 4"),
+  args.gradient_accumulation_steps = 0;
+  CHECK_THROWS_WITH_AS(kiln::Trainer<M>(args, initial<float>(80)), doctest::Contains("gradient_accumulation_steps is 0"),
                        kiln::ValueError);
   args.gradient_accumulation_steps = 1;
+  args.report_to = "tensorboard";
+  CHECK_THROWS_WITH_AS(kiln::Trainer<M>(args, initial<float>(80)), doctest::Contains("report_to \"tensorboard\""),
+                       kiln::ValueError);
+  args.report_to = "none";
   kiln::Trainer<M> trainer(args, initial<float>(80));
   const Regression<float> data(8, 90);
   CHECK_THROWS_WITH_AS(trainer.train(data, kiln::train::NoData{}, scratch_dir("missing")), doctest::Contains("model.safetensors"),
@@ -242,4 +271,25 @@ TEST_CASE("Trainer: bad arguments, weights and checkpoints are errors that name 
   args.per_device_train_batch_size = 16, args.dataloader_drop_last = true;
   kiln::Trainer<M> too_big(args, initial<float>(80));
   CHECK_THROWS_WITH_AS(too_big.train(data), doctest::Contains("the training data has 8 samples, no batch of 16"), kiln::ValueError);
+}
+
+TEST_CASE("Trainer: predict() gives the model's predictions of every sample in order, and the loss") {
+  using M = Linear<double>;
+  const Regression<double> data(11, 100);  // batches of 4: 4, 4 and 3 samples
+  kiln::TrainingArguments args;
+  args.per_device_eval_batch_size = 4, args.print_logs = false, args.report_to = "none";
+  const auto w0 = initial<double>(110);
+  kiln::Trainer<M> trainer(args, w0);
+  const auto out = trainer.predict(data);
+  REQUIRE(out.predictions.shape() == kiln::Shape{11, 2});
+  const auto& W = w0.at("w");
+  const auto& Bv = w0.at("b");
+  for (std::size_t i = 0; i < 11; ++i)
+    for (std::size_t j = 0; j < 2; ++j) {
+      double v = Bv[j];
+      for (std::size_t k = 0; k < 3; ++k) v += data.xs[i * 3 + k] * W[k * 2 + j];
+      CHECK(out.predictions[i * 2 + j] == doctest::Approx(v).epsilon(1e-12));
+    }
+  CHECK(out.loss == doctest::Approx(trainer.evaluate(data)).epsilon(1e-12));
+  CHECK(trainer.log_history().size() == 1);  // evaluate() logs; predict() does not
 }

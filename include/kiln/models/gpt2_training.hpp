@@ -53,10 +53,9 @@ struct GPT2ForTraining {
     return G::block(Heads, eps, [](auto q, auto k, auto v) { return std::pair{attention<AttentionMask::Causal>(q, k, v), 0}; })
         .first;
   }
-  static auto head_loss() {
-    const auto logits = matmul(layer_norm(G::h, G::lnf_w, G::lnf_b, eps), transpose(G::wte));  // [batch, seq, vocab]
-    return nn::cross_entropy(flatten<0, 1>(logits), cast<T>(labels));
-  }
+  // The logits [batch, seq, vocab] (kiln::Trainer::predict's value), and the loss.
+  static auto head_predictions() { return matmul(layer_norm(G::h, G::lnf_w, G::lnf_b, eps), transpose(G::wte)); }
+  static auto head_loss() { return nn::cross_entropy(flatten<0, 1>(head_predictions()), cast<T>(labels)); }
   static constexpr auto embed_parameters() { return std::tuple{G::wte, G::wpe}; }
   static constexpr auto layer_parameters() {
     return std::tuple{G::ln1_w, G::ln1_b, G::attn_w, G::attn_b, G::proj_w, G::proj_b,

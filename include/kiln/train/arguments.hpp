@@ -15,7 +15,7 @@ struct TrainingArguments {
   long max_steps = -1;                        // > 0: the number of updates, overriding the epochs
   long per_device_train_batch_size = 8;
   long per_device_eval_batch_size = 8;
-  long gradient_accumulation_steps = 1;  // 1 only, for now (a ValueError otherwise)
+  long gradient_accumulation_steps = 1;  // batches whose mean gradient makes one update
   bool dataloader_drop_last = false;     // drop each epoch's last, partial batch
   double learning_rate = 5e-5;
   std::string lr_scheduler_type = "linear";  // linear, cosine, constant, constant_with_warmup
@@ -28,8 +28,9 @@ struct TrainingArguments {
   long save_total_limit = -1;  // > 0: keep only the newest that many checkpoints
   std::uint64_t seed = 42;     // the data order of epoch e comes from seed and e
   bool bf16 = false;           // mixed precision is not implemented yet (a ValueError)
-  bool disable_tqdm = true;    // kiln prints log lines, not progress bars
-  bool print_logs = true;      // each logged record as one line on stdout
+  bool disable_tqdm = false;   // no progress bar (there is one only when stdout is a terminal)
+  bool print_logs = true;      // each logged record, and the run's summary, as a line on stdout
+  std::string report_to = "jsonl";  // "jsonl": every record to output_dir/trainer_log.jsonl; "none"
 };
 
 // The learning rate of update `step` (0 for the first) out of `total`, as HF's schedulers
@@ -55,9 +56,9 @@ inline double learning_rate_at(const TrainingArguments& a, long step, long total
 inline void check_arguments(const TrainingArguments& a) {
   auto fail = [](const std::string& why) { throw ValueError("kiln::TrainingArguments: " + why); };
   if (a.per_device_train_batch_size < 1 || a.per_device_eval_batch_size < 1) fail("the batch sizes must be at least 1");
-  if (a.gradient_accumulation_steps != 1)
-    fail("gradient_accumulation_steps is " + std::to_string(a.gradient_accumulation_steps) +
-         "; only 1 is implemented (raise per_device_train_batch_size instead)");
+  if (a.gradient_accumulation_steps < 1)
+    fail("gradient_accumulation_steps is " + std::to_string(a.gradient_accumulation_steps) + "; it must be at least 1");
+  if (a.report_to != "jsonl" && a.report_to != "none") fail("report_to \"" + a.report_to + "\" is not one of jsonl, none");
   if (a.bf16) fail("bf16 mixed precision is not implemented yet; train a kiln::bf16 model, or in float");
   if (!(a.learning_rate >= 0) || !(a.weight_decay >= 0)) fail("learning_rate and weight_decay must be at least 0");
   if (a.max_steps <= 0 && !(a.num_train_epochs > 0)) fail("give max_steps > 0 or num_train_epochs > 0");

@@ -72,35 +72,6 @@ auto as_tuple(R&& r) {
   else return std::tuple<std::remove_cvref_t<R>>{std::forward<R>(r)};
 }
 
-// The bindings of `batch` (a tuple) of the symbols that expression E reads.
-template <class E, class Batch>
-auto bindings_for(const Batch& batch) {
-  return std::apply(
-      [](const auto&... b) {
-        return std::tuple_cat([&] {
-          using B = std::remove_cvref_t<decltype(b)>;
-          if constexpr (autodiff::depends_on<E, B::id>::value) return std::tuple<B>{b};
-          else return std::tuple<>{};
-        }()...);
-      },
-      batch);
-}
-
-// The per-parameter programs of the update, for parameters of rank R: the squared norm of a
-// gradient, and AdamW with the gradient scaled by the clipping factor.
-template <class T, int R, class... Policies>
-struct UpdatePrograms {
-  static constexpr auto g = input<"kiln.grad", R, T>();
-  static constexpr auto p = param<"kiln.param", R, T>();
-  static constexpr auto clip = input<"kiln.clip", 0, T>();
-  static auto update() {
-    using S = StepSymbols<T>;
-    return std::apply([](const auto&... a) { return outputs(a...); },
-                      nn::adamw(p, exp_avg(p), exp_avg_sq(p), g * clip, S::step, S::lr, 0.9, 0.999, 1e-8, S::weight_decay));
-  }
-  decltype(compile<Policies...>(sum(square(g)))) squared_norm = compile<Policies...>(sum(square(g)));
-  decltype(compile<Policies...>(update())) adamw = compile<Policies...>(update());
-};
 }  // namespace detail
 
 template <StackedModel M, class... Policies>
@@ -152,15 +123,43 @@ class StackedStep {
     return static_cast<double>(widen(loss.cpu()[0]));
   }
 
+  // The model's head_predictions() of a batch (an expression of `residual`, the head's
+  // parameters and the batch: its logits, say), and its loss. The program is compiled at the
+  // first call, so a model without head_predictions() compiles while predict() is not called.
+  template <class Batch>
+  auto predict(const Batch& batch, Named& params) {
+    static_assert(requires { M::head_predictions(); },
+                  "kiln::Trainer::predict: the model declares no head_predictions(), the expression of the last "
+                  "layer's output whose value predict() returns (its logits, say): add static auto head_predictions()");
+    using Pred = decltype(M::head_predictions());
+    using P = decltype(compile<Policies...>(M::head_predictions()));
+    auto& program = lazy_program<P>(predict_, [] { return compile<Policies...>(M::head_predictions()); });
+    const Tensor<T> last = forward(batch, params, nullptr).back();
+    auto out = detail::call_with(
+        program, detail::bindings_for<Pred>(std::tuple_cat(batch, std::tuple{h = last},
+                                                           detail::bind_named<T>(M::head_parameters(), params))));
+    const Tensor<T> loss = detail::call_with(
+        loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = last},
+                              detail::bind_named<T>(M::head_parameters(), params)));
+    return std::pair{std::move(out), static_cast<double>(widen(loss.cpu()[0]))};
+  }
+
   // One update of params and moments (exp_avg.<name>, exp_avg_sq.<name>) from a batch, with the
   // run-time hyper-parameters of train/step.hpp. Returns the loss and the gradient norm before
   // clipping.
   template <class Batch>
   std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, const Hyper<T>& hyper) {
+    Named grads;
+    const double loss = accumulate(batch, params, grads);
+    return {loss, update(grads, params, moments, hyper, 1.0)};
+  }
+
+  // Adds a batch's gradients to grads (by parameter name) and returns its loss: the forward,
+  // then the backward region by region.
+  template <class Batch>
+  double accumulate(const Batch& batch, Named& params, Named& grads) {
     std::vector<SavedTensors> saved;
     const std::vector<Tensor<T>> xs = forward(batch, params, &saved);  // each layer's input, and the last output
-    // Backward, region by region; grads by parameter name.
-    Named grads;
     Tensor<T> g;
     double loss = 0;
     {
@@ -186,25 +185,13 @@ class StackedStep {
       auto outs = detail::as_tuple(std::move(out));
       collect<0>(outs, M::embed_parameters(), "", grads);
     }
-    // The global norm, the clipping factor, and AdamW on every parameter.
-    double norm2 = 0;
-    for_each_parameter([&](auto w, const std::string& name) {
-      auto& u = update_programs<decltype(w)::rank>();
-      const Tensor<T> s = u.squared_norm(u.g = grads.at(name));
-      norm2 += static_cast<double>(widen(s.cpu()[0]));
-    });
-    const double norm = std::sqrt(norm2);
-    const double c = std::min(hyper.max_grad_norm_value / (norm + 1e-6), 1.0);
-    const Tensor<T> clip = from_vector(std::vector<T>{kiln::detail::element_from<T>(c)}, Shape{}, hyper.lr.device());
-    using S = StepSymbols<T>;
-    for_each_parameter([&](auto w, const std::string& name) {
-      using U = std::remove_reference_t<decltype(update_programs<decltype(w)::rank>())>;
-      auto& u = update_programs<decltype(w)::rank>();
-      u.adamw(U::p = params.at(name), exp_avg(U::p) = moments.at("exp_avg." + name),
-              exp_avg_sq(U::p) = moments.at("exp_avg_sq." + name), U::g = grads.at(name), U::clip = clip, S::lr = hyper.lr,
-              S::weight_decay = hyper.weight_decay, S::step = hyper.step);
-    });
-    return {loss, norm};
+    return loss;
+  }
+
+  // The global norm, the clipping factor, and AdamW on every parameter, with the gradients grads
+  // times `scale`. Returns the gradient norm before clipping.
+  double update(Named& grads, Named& params, Named& moments, const Hyper<T>& hyper, double scale) {
+    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, scale);
   }
 
  private:
@@ -253,7 +240,7 @@ class StackedStep {
     using Tensors = std::tuple<Tensor<typename std::tuple_element_t<saved_index[J], Shared>::dtype>...>;
     // h_{l+1} and the kept values.
     static auto forward() {
-      const auto shared = shared_values(M::layer());
+      [[maybe_unused]] const auto shared = shared_values(M::layer());
       return outputs(M::layer(), std::get<saved_index[J]>(shared)...);
     }
     template <class Out>
@@ -285,58 +272,15 @@ class StackedStep {
   template <std::size_t First, class Out, class Ws>
   void collect(Out& out, const Ws& ws, const std::string& prefix, Named& grads) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (accumulate(grads, prefix + std::string(std::get<I>(ws).name()), std::get<First + I>(out),
-                  std::get<I>(ws)),
+      (update_.add(grads, prefix + std::string(std::get<I>(ws).name()), std::move(std::get<First + I>(out)), std::get<I>(ws)),
        ...);
     }(std::make_index_sequence<std::tuple_size_v<Ws>>{});
   }
-  template <class W>
-  void accumulate(Named& grads, const std::string& name, Tensor<T>& g, W) {
-    const auto it = grads.find(name);
-    if (it == grads.end()) {
-      grads.emplace(name, std::move(g));
-      return;
-    }
-    auto& a = adders<W::rank>();
-    it->second = a.program(a.x = it->second, a.y = g);
-  }
-
-  // The programs of the update and of summing tied gradients, for each rank the parameters have.
-  template <int R>
-  static constexpr bool has_rank = [] {
-    bool any = false;
-    const auto check = [&](const auto& ws) { std::apply([&](auto... w) { ((any = any || decltype(w)::rank == R), ...); }, ws); };
-    check(M::embed_parameters()), check(M::layer_parameters()), check(M::head_parameters());
-    return any;
-  }();
-  template <int R>
-  struct Adder {
-    static constexpr auto x = input<"kiln.a", R, T>();
-    static constexpr auto y = input<"kiln.b", R, T>();
-    decltype(compile<Policies...>(x + y)) program = compile<Policies...>(x + y);
-  };
-  template <int R>
-  struct PerRank {
-    detail::UpdatePrograms<T, R, Policies...> update;
-    Adder<R> add;
-  };
-  template <int R>
-  using PerRankIf = std::conditional_t<has_rank<R>, PerRank<R>, std::monostate>;
-  template <class>
-  struct AllRanks;
-  template <int... R>
-  struct AllRanks<std::integer_sequence<int, R...>> {
-    using type = std::tuple<PerRankIf<R>...>;
-  };
-  typename AllRanks<std::make_integer_sequence<int, kMaxRank + 1>>::type per_rank_;
-  template <int R>
-  Adder<R>& adders() {
-    return std::get<R>(per_rank_).add;
-  }
-  template <int R>
-  detail::UpdatePrograms<T, R, Policies...>& update_programs() {
-    return std::get<R>(per_rank_).update;
-  }
+  ParameterUpdate<T,
+                  std::tuple<decltype(M::embed_parameters()), decltype(M::layer_parameters()), decltype(M::head_parameters())>,
+                  Policies...>
+      update_;
+  std::shared_ptr<void> predict_;  // the predictions' program, once predict() has run
 
   template <class Ws>
   static auto head_program(const Ws& ws) {

@@ -9,11 +9,16 @@
 // schedule changes them at every call without a new plan. The moments are parameters of their
 // own, named as PyTorch's optimizer state: "exp_avg.<name>" and "exp_avg_sq.<name>".
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "kiln/autodiff/grad.hpp"
 #include "kiln/expr/ops.hpp"
@@ -56,7 +61,28 @@ template <class T, class Ws>
 auto bind_named(const Ws& ws, Named<T>& tensors, const std::string& prefix = "") {
   return std::apply([&](auto... w) { return std::tuple{(w = tensors.at(prefix + std::string(w.name())))...}; }, ws);
 }
+// The bindings of `batch` (a tuple) of the symbols that expression E reads.
+template <class E, class Batch>
+auto bindings_for(const Batch& batch) {
+  return std::apply(
+      [](const auto&... b) {
+        return std::tuple_cat([&] {
+          using B = std::remove_cvref_t<decltype(b)>;
+          if constexpr (autodiff::depends_on<E, B::id>::value) return std::tuple<B>{b};
+          else return std::tuple<>{};
+        }()...);
+      },
+      batch);
+}
 }  // namespace detail
+
+// A compiled program of type P held in `slot`, made by make() at the first call: for programs
+// that only some uses of an engine need, so that they are instantiated only where used.
+template <class P, class Make>
+P& lazy_program(std::shared_ptr<void>& slot, Make&& make) {
+  if (!slot) slot = std::make_shared<P>(make());
+  return *static_cast<P*>(slot.get());
+}
 
 // The step's hyper-parameters as the trainer holds them: rank-0 tensors on its device, and the
 // clipping bound as a number as well (+inf: no clipping).
@@ -90,6 +116,97 @@ constexpr auto training_step(Loss loss, std::tuple<Ws...> params, double beta1 =
   return std::apply([&](const auto&... u) { return outputs(loss, norm, u...); }, updates);
 }
 
+// The update of training_step computed parameter by parameter, for engines whose gradients come
+// apart from it (a stack of layers, micro-batches of gradient accumulation): sums of gradients
+// by name, then with g_p = scale * (the sum for p)
+//   norm = sqrt(sum_p sum(g_p^2)),  c = min(max_grad_norm / (norm + 1e-6), 1),
+//   AdamW(p, m_p, v_p, c g_p)
+// each a small program per parameter rank. Ps: the tuples of kiln::param symbols to update.
+template <class T, class Ps, class... Policies>
+class ParameterUpdate {
+ public:
+  using Named = detail::Named<T>;
+
+  // grads[name] += g (the first gradient of a name is taken as it is). W: the parameter symbol.
+  template <class W>
+  void add(Named& grads, const std::string& name, Tensor<T>&& g, W) {
+    const auto it = grads.find(name);
+    if (it == grads.end()) {
+      grads.emplace(name, std::move(g));
+      return;
+    }
+    auto& a = std::get<W::rank>(per_rank_).add;
+    it->second = a.program(a.x = it->second, a.y = g);
+  }
+
+  // Updates every parameter that for_each (Engine::for_each_parameter's signature) names, with
+  // the gradients grads scaled by `scale`. Returns the gradient norm before clipping.
+  template <class ForEach>
+  double apply(ForEach&& for_each, Named& grads, Named& params, Named& moments, const Hyper<T>& hyper, double scale) {
+    double norm2 = 0;
+    for_each([&](auto w, const std::string& name) {
+      auto& u = std::get<decltype(w)::rank>(per_rank_).update;
+      const Tensor<T> s = u.squared_norm(u.g = grads.at(name));
+      norm2 += static_cast<double>(widen(s.cpu()[0]));
+    });
+    const double norm = scale * std::sqrt(norm2);
+    const double c = std::min(hyper.max_grad_norm_value / (norm + 1e-6), 1.0);
+    const Tensor<T> factor = from_vector(std::vector<T>{kiln::detail::element_from<T>(c * scale)}, Shape{}, hyper.lr.device());
+    using S = StepSymbols<T>;
+    for_each([&](auto w, const std::string& name) {
+      using U = std::remove_reference_t<decltype(std::get<decltype(w)::rank>(per_rank_).update)>;
+      auto& u = std::get<decltype(w)::rank>(per_rank_).update;
+      u.adamw(U::p = params.at(name), exp_avg(U::p) = moments.at("exp_avg." + name),
+              exp_avg_sq(U::p) = moments.at("exp_avg_sq." + name), U::g = grads.at(name), U::clip = factor,
+              S::lr = hyper.lr, S::weight_decay = hyper.weight_decay, S::step = hyper.step);
+    });
+    return norm;
+  }
+
+ private:
+  // Per rank R: the squared norm of a gradient, AdamW with the gradient scaled by the clipping
+  // factor, and the sum of two gradients.
+  template <int R>
+  struct Programs {
+    static constexpr auto g = input<"kiln.grad", R, T>();
+    static constexpr auto p = param<"kiln.param", R, T>();
+    static constexpr auto clip = input<"kiln.clip", 0, T>();
+    static auto adamw_update() {
+      using S = StepSymbols<T>;
+      return std::apply([](const auto&... a) { return outputs(a...); },
+                        nn::adamw(p, exp_avg(p), exp_avg_sq(p), g * clip, S::step, S::lr, 0.9, 0.999, 1e-8, S::weight_decay));
+    }
+    decltype(compile<Policies...>(sum(square(g)))) squared_norm = compile<Policies...>(sum(square(g)));
+    decltype(compile<Policies...>(adamw_update())) adamw = compile<Policies...>(adamw_update());
+  };
+  template <int R>
+  struct Adder {
+    static constexpr auto x = input<"kiln.a", R, T>();
+    static constexpr auto y = input<"kiln.b", R, T>();
+    decltype(compile<Policies...>(x + y)) program = compile<Policies...>(x + y);
+  };
+  template <int R>
+  struct PerRank {
+    Programs<R> update;
+    Adder<R> add;
+  };
+  // Programs only for the ranks some parameter has.
+  template <int R>
+  static constexpr bool has_rank = []<class... Tuples>(std::type_identity<std::tuple<Tuples...>>) {
+    bool any = false;
+    const auto check = [&]<class... Ws>(std::type_identity<std::tuple<Ws...>>) { ((any = any || Ws::rank == R), ...); };
+    (check(std::type_identity<Tuples>{}), ...);
+    return any;
+  }(std::type_identity<Ps>{});
+  template <class>
+  struct AllRanks;
+  template <int... R>
+  struct AllRanks<std::integer_sequence<int, R...>> {
+    using type = std::tuple<std::conditional_t<has_rank<R>, PerRank<R>, std::monostate>...>;
+  };
+  typename AllRanks<std::make_integer_sequence<int, kMaxRank + 1>>::type per_rank_;
+};
+
 // A model whose loss() is one expression over its parameters(), its step compiled as one
 // program: forward, backward, clipping and AdamW (kiln::Trainer's engine for such a model; a
 // stack of layers has train/stacked.hpp's).
@@ -120,8 +237,43 @@ class OneProgramStep {
     const auto [loss, norm] = detail::call_with(step_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params), moment_bindings(moments), hp));
     return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
   }
+  // Gradient accumulation: adds a batch's gradients to grads (by parameter name) and returns its
+  // loss; update() then applies the step's update to their sum times `scale` and returns the
+  // gradient norm before clipping.
+  template <class Batch>
+  double accumulate(const Batch& batch, Named& params, Named& grads) {
+    auto out = detail::call_with(gradients_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (update_.add(grads, std::string(std::get<I>(Model::parameters()).name()), std::move(std::get<1 + I>(out)),
+                   std::get<I>(Model::parameters())),
+       ...);
+    }(std::make_index_sequence<std::tuple_size_v<decltype(Model::parameters())>>{});
+    return static_cast<double>(widen(std::get<0>(out).cpu()[0]));
+  }
+  double update(Named& grads, Named& params, Named& moments, const Hyper<T>& hyper, double scale) {
+    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, scale);
+  }
+  // The model's predictions() of a batch, and its loss. The program is compiled at the first call
+  // (so a model without predictions() compiles as long as predict() is not called).
+  template <class Batch>
+  auto predict(const Batch& batch, Named& params) {
+    static_assert(requires { Model::predictions(); },
+                  "kiln::Trainer::predict: the model declares no predictions(), the expression whose value predict() "
+                  "returns (its logits, say): add static auto predictions() to the model");
+    using P = decltype(compile<Policies...>(Model::predictions()));
+    auto& program = lazy_program<P>(predict_, [] { return compile<Policies...>(Model::predictions()); });
+    auto out = detail::call_with(
+        program, detail::bindings_for<decltype(Model::predictions())>(
+                     std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params))));
+    return std::pair{std::move(out), loss(batch, params)};
+  }
 
  private:
+  static auto loss_and_gradients() {
+    return std::apply([](auto... w) { return std::apply([](const auto&... g) { return outputs(Model::loss(), g...); },
+                                                        grad(Model::loss(), w...)); },
+                      Model::parameters());
+  }
   static auto moment_bindings(Named& moments) {
     return std::apply(
         [&](auto... w) {
@@ -134,6 +286,9 @@ class OneProgramStep {
   using Eval = decltype(compile<Policies...>(Model::loss()));
   Step step_ = compile<Policies...>(training_step<T>(Model::loss(), Model::parameters()));
   Eval eval_ = compile<Policies...>(Model::loss());
+  decltype(compile<Policies...>(loss_and_gradients())) gradients_ = compile<Policies...>(loss_and_gradients());
+  ParameterUpdate<T, std::tuple<decltype(Model::parameters())>, Policies...> update_;
+  std::shared_ptr<void> predict_;  // the predictions' program, once predict() has run
 };
 
 }  // namespace kiln::train

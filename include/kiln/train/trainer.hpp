@@ -24,6 +24,17 @@
 // Each batch is copied into tensors on the trainer's device that stay put from step to step, so
 // that a CUDA-graph policy replays one graph per batch shape instead of capturing again.
 //
+// Gradient accumulation. With gradient_accumulation_steps K, an update takes the next K batches
+// of the epoch (fewer at its end) and applies the mean of their gradients; its logged loss is the
+// mean of their losses. max_steps and the schedule count updates, as HF's do.
+//
+// Output. Each record of the log history (training: mean loss, learning rate, gradient norm, steps
+// and samples per second since the last record; evaluation: eval_loss) is a JSON line of
+// output_dir/trainer_log.jsonl (report_to "jsonl"), followed by the run's summary (runtime,
+// throughput, mean loss), and a line of text on stdout (print_logs). On a terminal a progress bar
+// shows the step, steps/s, the time left and the loss (disable_tqdm turns it off).
+// scripts/plot_loss.py draws the log as a PNG.
+//
 // Checkpoints. output_dir/checkpoint-<step> holds model.safetensors (the parameters, by their
 // names), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and
 // trainer_state.json (the step, the epoch and the batch in it, the log history). It is written
@@ -32,6 +43,8 @@
 // the bit, as if the run had not stopped.
 #pragma once
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -39,12 +52,15 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -87,11 +103,116 @@ struct LogRecord {
   double learning_rate = std::numeric_limits<double>::quiet_NaN();
   double grad_norm = std::numeric_limits<double>::quiet_NaN();
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
+  double steps_per_second = std::numeric_limits<double>::quiet_NaN();    // since the last record
+  double samples_per_second = std::numeric_limits<double>::quiet_NaN();  // since the last record
+};
+
+// What Trainer::predict returns: the predictions of every sample, in the data's order (each
+// batch's concatenated along the first axis), and the mean loss, as evaluate() gives it.
+template <class U>
+struct PredictionOutput {
+  Tensor<U> predictions;
+  double loss = 0;
 };
 
 struct TrainOutput {
   long global_step = 0;
-  double training_loss = 0;  // the mean loss of the steps this call ran
+  double training_loss = 0;             // the mean loss of the steps this call ran
+  double train_runtime = 0;             // seconds
+  double train_steps_per_second = 0;    // updates per second
+  double train_samples_per_second = 0;  // samples per second (each update's samples: its batches')
+};
+
+// Host tensors of one shape but the first extent, one after the other along the first axis.
+template <class U>
+Tensor<U> concat_rows(const std::vector<Tensor<U>>& parts, const char* who) {
+  Shape shape = parts.at(0).shape();
+  if (shape.size() == 0) throw ShapeError(std::string(who) + ": the predictions are scalars; they need a batch axis to concatenate");
+  std::size_t rows = 0;
+  for (const auto& p : parts) {
+    const Shape rest = p.shape();
+    bool same = rest.size() == shape.size();
+    for (std::size_t d = 1; same && d < shape.size(); ++d) same = rest[d] == shape[d];
+    if (!same)
+      throw ShapeError(std::string(who) + ": batches give predictions of shapes " + shape.str() + " and " + rest.str() +
+                       ", which differ beyond the first axis");
+    rows += p.shape()[0];
+  }
+  shape[0] = rows;
+  Tensor<U> out(shape);
+  std::size_t at = 0;
+  for (const auto& p : parts) {
+    std::copy_n(p.data(), p.numel(), out.data() + at);
+    at += p.numel();
+  }
+  return out;
+}
+
+// The clock of a training run, its throughput since the last record, and on a terminal (stdout a
+// TTY, and not disable_tqdm) a progress bar redrawn at most ten times a second:
+//    37% |#########               | 925/2500 [01:12<02:03, 12.81 steps/s, loss 1.942]
+// Lines printed while the bar shows go above it.
+class Progress {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void start(long step, long total, bool bar) {
+    first_ = step, total_ = total, bar_ = bar && ::isatty(STDOUT_FILENO) == 1;
+    start_ = last_record_ = last_draw_ = Clock::now();
+    steps_ = 0, samples_ = 0, total_samples_ = 0, shown_ = false;
+  }
+  void count(double samples) { ++steps_, samples_ += samples, total_samples_ += samples; }
+  // Steps and samples per second since the last call (or the start).
+  std::pair<double, double> rates() {
+    const auto now = Clock::now();
+    const double dt = std::max(std::chrono::duration<double>(now - last_record_).count(), 1e-9);
+    const std::pair<double, double> r{static_cast<double>(steps_) / dt, samples_ / dt};
+    last_record_ = now, steps_ = 0, samples_ = 0;
+    return r;
+  }
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  double samples() const { return total_samples_; }
+  void update(long step, double loss) {
+    step_ = step, loss_ = loss;
+    const auto now = Clock::now();
+    if (bar_ && (now - last_draw_ > std::chrono::milliseconds(100) || step == total_)) draw(), last_draw_ = now;
+  }
+  void print(const char* line) {
+    if (shown_) std::printf("\r\033[K");
+    std::printf("%s\n", line);
+    if (shown_) draw();
+    std::fflush(stdout);
+  }
+  void finish() {
+    if (shown_) std::printf("\n");
+    shown_ = false;
+    std::fflush(stdout);
+  }
+
+ private:
+  static std::string clock(double s) {
+    const long t = static_cast<long>(s + 0.5);
+    char b[32];
+    if (t >= 3600) std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else std::snprintf(b, sizeof b, "%02ld:%02ld", t / 60, t % 60);
+    return b;
+  }
+  void draw() {
+    const double done = static_cast<double>(step_ - first_), elapsed = seconds();
+    const double rate = done / std::max(elapsed, 1e-9);
+    const double frac = total_ > 0 ? static_cast<double>(step_) / static_cast<double>(total_) : 1.0;
+    constexpr int width = 24;
+    const int filled = static_cast<int>(frac * width);
+    std::printf("\r%3d%% |%s%s| %ld/%ld [%s<%s, %.2f steps/s, loss %.3f]", static_cast<int>(frac * 100),
+                std::string(static_cast<std::size_t>(filled), '#').c_str(), std::string(static_cast<std::size_t>(width - filled), ' ').c_str(),
+                step_, total_, clock(elapsed).c_str(),
+                done > 0 ? clock(static_cast<double>(total_ - step_) / std::max(rate, 1e-9)).c_str() : "?", rate, loss_);
+    std::fflush(stdout);
+    shown_ = true;
+  }
+  long first_ = 0, total_ = 0, step_ = 0, steps_ = 0;
+  double loss_ = 0, samples_ = 0, total_samples_ = 0;
+  bool bar_ = false, shown_ = false;
+  Clock::time_point start_, last_record_, last_draw_;
 };
 
 }  // namespace train
@@ -145,45 +266,110 @@ class Trainer {
   template <train::Dataset D, train::Dataset E = train::NoData>
   train::TrainOutput train(const D& data, const E& eval = {}, const std::string& resume_from_checkpoint = "") {
     const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_train_batch_size);
-    const std::size_t per_epoch = args_.dataloader_drop_last ? n / B : (n + B - 1) / B;
+    const std::size_t K = static_cast<std::size_t>(args_.gradient_accumulation_steps);
+    const std::size_t per_epoch = args_.dataloader_drop_last ? n / B : (n + B - 1) / B;  // batches
     if (per_epoch == 0)
       throw ValueError("kiln::Trainer: the training data has " + std::to_string(n) + " samples, no batch of " +
                        std::to_string(B));
-    total_ = args_.max_steps > 0 ? args_.max_steps
-                                 : static_cast<long>(std::ceil(args_.num_train_epochs * static_cast<double>(per_epoch)));
+    const std::size_t updates_per_epoch = (per_epoch + K - 1) / K;
+    total_ = args_.max_steps > 0
+                 ? args_.max_steps
+                 : static_cast<long>(std::ceil(args_.num_train_epochs * static_cast<double>(updates_per_epoch)));
     if (!resume_from_checkpoint.empty()) load_checkpoint(resume_from_checkpoint);
+    open_log();
     StaticBatch<D> batch(device_);
+    train::Parameters<T> grads;
     double run_loss = 0;
     long run_steps = 0;
+    const long first_step = global_step_;
+    progress_.start(global_step_, total_, !args_.disable_tqdm);
     std::vector<std::size_t> order = epoch_order(n);
+    const auto load = [&](std::size_t b) {
+      const std::size_t first = b * B;
+      return batch.load(data.batch(std::span(order).subspan(first, std::min(B, n - first))));
+    };
     while (global_step_ < total_) {
       if (step_in_epoch_ == per_epoch) {
         ++epoch_, step_in_epoch_ = 0;
         order = epoch_order(n);
       }
-      const std::size_t first = step_in_epoch_ * B, count = std::min(B, n - first);
       const double lr = learning_rate_at(args_, global_step_, total_);
-      const auto [loss, norm] = run_step(batch.load(data.batch(std::span(order).subspan(first, count))), lr);
-      ++global_step_, ++step_in_epoch_, ++run_steps;
+      // One update from the next K batches of the epoch (fewer at its end): the mean of their
+      // losses and of their gradients.
+      const std::size_t take = std::min(K, per_epoch - step_in_epoch_);
+      double loss = 0, norm = 0, samples = 0;
+      for (std::size_t j = 0; j < take; ++j) samples += static_cast<double>(std::min(B, n - (step_in_epoch_ + j) * B));
+      if (K == 1) {
+        std::tie(loss, norm) = run_step(load(step_in_epoch_), lr);
+      } else {
+        set(hyper_.lr, lr);
+        set(hyper_.step, static_cast<double>(global_step_ + 1));
+        grads.clear();
+        for (std::size_t j = 0; j < take; ++j) loss += engine_.accumulate(load(step_in_epoch_ + j), params_, grads);
+        loss /= static_cast<double>(take);
+        norm = engine_.update(grads, params_, moments_, hyper_, 1.0 / static_cast<double>(take));
+      }
+      ++global_step_, step_in_epoch_ += take, ++run_steps;
       run_loss += loss;
       pending_.add(loss, lr, norm);
-      const double epoch = epoch_now(per_epoch);
+      progress_.count(samples);
+      const double epoch = epoch_fraction_ = epoch_now(per_epoch);
       if (args_.logging_steps > 0 && (global_step_ % args_.logging_steps == 0 || global_step_ == total_)) {
-        record(pending_.record(global_step_, epoch));
+        LogRecord r = pending_.record(global_step_, epoch);
+        std::tie(r.steps_per_second, r.samples_per_second) = progress_.rates();
+        record(r);
         pending_ = {};
       }
       if constexpr (!std::is_same_v<E, train::NoData>)
-        if (args_.eval_steps > 0 && global_step_ % args_.eval_steps == 0)
-          record({.step = global_step_, .epoch = epoch, .eval_loss = evaluate(eval)});
+        if (args_.eval_steps > 0 && global_step_ % args_.eval_steps == 0) evaluate(eval);
       if (args_.save_steps > 0 && global_step_ % args_.save_steps == 0) save_checkpoint();
+      progress_.update(global_step_, loss);
     }
-    return {global_step_, run_steps > 0 ? run_loss / static_cast<double>(run_steps) : 0.0};
+    progress_.finish();
+    train::TrainOutput out{global_step_, run_steps > 0 ? run_loss / static_cast<double>(run_steps) : 0.0};
+    out.train_runtime = progress_.seconds();
+    out.train_steps_per_second = static_cast<double>(global_step_ - first_step) / std::max(out.train_runtime, 1e-9);
+    out.train_samples_per_second = progress_.samples() / std::max(out.train_runtime, 1e-9);
+    summarise(out);
+    return out;
+  }
+
+  // The model's predictions over `data` in order, in batches of per_device_eval_batch_size, on the
+  // host: the value of the model's predictions() (one program) or head_predictions() (a stack
+  // of layers; a static_assert says which is missing) for each batch, concatenated along the
+  // first axis; with the mean loss (HF's predict(): predictions and test_loss). Not logged.
+  template <train::Dataset D>
+  auto predict(const D& data) {
+    const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_eval_batch_size);
+    if (n == 0) throw ValueError("kiln::Trainer::predict: the data has no samples");
+    std::vector<std::size_t> rows(n);
+    std::iota(rows.begin(), rows.end(), std::size_t{0});
+    StaticBatch<D> batch(device_);
+    using U = typename std::remove_cvref_t<decltype(engine_.predict(batch.load(data.batch(std::span(rows))), params_).first)>::value_type;
+    std::vector<Tensor<U>> parts;
+    double total = 0;
+    for (std::size_t first = 0; first < n; first += B) {
+      const std::size_t count = std::min(B, n - first);
+      auto [p, loss] = engine_.predict(batch.load(data.batch(std::span(rows).subspan(first, count))), params_);
+      parts.push_back(p.cpu());
+      total += loss * static_cast<double>(count);
+    }
+    return train::PredictionOutput<U>{train::concat_rows(parts, "kiln::Trainer::predict"), total / static_cast<double>(n)};
   }
 
   // The mean loss over `data` in order, in batches of per_device_eval_batch_size (each batch's
-  // loss weighted by its size, as HF's evaluation loop averages).
+  // loss weighted by its size, as HF's evaluation loop averages); logged as an eval_loss record
+  // at the current step, as HF's evaluate() logs it.
   template <train::Dataset D>
   double evaluate(const D& data) {
+    const double loss = evaluation_loss(data);
+    record({.step = global_step_, .epoch = epoch_fraction_, .eval_loss = loss});
+    return loss;
+  }
+
+ private:
+  template <train::Dataset D>
+  double evaluation_loss(const D& data) {
     const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_eval_batch_size);
     if (n == 0) throw ValueError("kiln::Trainer::evaluate: the evaluation data has no samples");
     std::vector<std::size_t> rows(n);
@@ -197,6 +383,8 @@ class Trainer {
     }
     return total / static_cast<double>(n);
   }
+
+ public:
 
   // Writes output_dir/checkpoint-<global_step> now (atomically; see the top of this file) and
   // removes the oldest beyond save_total_limit. Returns its path.
@@ -309,24 +497,60 @@ class Trainer {
     return static_cast<double>(epoch_) + static_cast<double>(step_in_epoch_) / static_cast<double>(per_epoch);
   }
 
+  // The log: a record is kept, written to output_dir/trainer_log.jsonl (report_to "jsonl") and
+  // printed (print_logs) as a line of text.
+  void open_log() {
+    log_file_.reset();
+    if (args_.report_to != "jsonl") return;
+    std::error_code ec;
+    std::filesystem::create_directories(args_.output_dir, ec);
+    const std::string path = (std::filesystem::path(args_.output_dir) / "trainer_log.jsonl").string();
+    log_file_.emplace(path, std::ios::trunc);
+    if (!*log_file_) throw FileError("kiln::Trainer: cannot write " + path);
+    for (const LogRecord& r : log_) *log_file_ << to_json(r).dump() << "\n";  // a resumed run's history
+    log_file_->flush();
+  }
   void record(const LogRecord& r) {
     log_.push_back(r);
-    if (args_.print_logs) std::printf("%s\n", to_json(r).dump().c_str());
+    if (log_file_) *log_file_ << to_json(r).dump() << "\n" << std::flush;
+    if (!args_.print_logs) return;
+    char line[320];
+    int at = std::snprintf(line, sizeof line, "step %ld/%ld  epoch %.2f", r.step, total_, r.epoch);
+    const auto add = [&](const char* format, double v) {
+      if (!std::isnan(v) && at < static_cast<int>(sizeof line)) at += std::snprintf(line + at, sizeof line - static_cast<std::size_t>(at), format, v);
+    };
+    add("  loss %.4f", r.loss), add("  lr %.3g", r.learning_rate), add("  grad_norm %.3g", r.grad_norm);
+    add("  eval_loss %.4f", r.eval_loss), add("  %.2f steps/s", r.steps_per_second), add("  %.0f samples/s", r.samples_per_second);
+    progress_.print(line);
   }
-  static nlohmann::json to_json(const LogRecord& r) {
+  void summarise(const train::TrainOutput& out) {
+    const nlohmann::json j = {{"train_runtime", out.train_runtime}, {"train_steps_per_second", out.train_steps_per_second},
+                              {"train_samples_per_second", out.train_samples_per_second}, {"train_loss", out.training_loss},
+                              {"global_step", out.global_step}};
+    if (log_file_) *log_file_ << j.dump() << "\n" << std::flush;
+    if (!args_.print_logs) return;
+    char line[256];
+    std::snprintf(line, sizeof line, "trained to step %ld in %.1f s: %.2f steps/s, %.0f samples/s, mean loss %.4f", out.global_step,
+                  out.train_runtime, out.train_steps_per_second, out.train_samples_per_second, out.training_loss);
+    progress_.print(line);
+  }
+  static constexpr const char* log_fields[] = {"loss", "learning_rate", "grad_norm", "eval_loss", "steps_per_second",
+                                               "samples_per_second"};
+  static auto fields(LogRecord& r) {
+    return std::array<double*, 6>{&r.loss, &r.learning_rate, &r.grad_norm, &r.eval_loss, &r.steps_per_second, &r.samples_per_second};
+  }
+  static nlohmann::json to_json(LogRecord r) {
     nlohmann::json j = {{"step", r.step}, {"epoch", r.epoch}};
-    const std::pair<const char*, double> values[] = {
-        {"loss", r.loss}, {"learning_rate", r.learning_rate}, {"grad_norm", r.grad_norm}, {"eval_loss", r.eval_loss}};
-    for (const auto& [k, v] : values)
-      if (!std::isnan(v)) j[k] = v;
+    const auto values = fields(r);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isnan(*values[i])) j[log_fields[i]] = *values[i];
     return j;
   }
   static LogRecord from_json(const nlohmann::json& j) {
     LogRecord r{.step = j.at("step").get<long>(), .epoch = j.at("epoch").get<double>()};
-    const std::pair<const char*, double*> fields[] = {
-        {"loss", &r.loss}, {"learning_rate", &r.learning_rate}, {"grad_norm", &r.grad_norm}, {"eval_loss", &r.eval_loss}};
-    for (const auto& [k, v] : fields)
-      if (j.contains(k)) *v = j.at(k).template get<double>();
+    const auto values = fields(r);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (j.contains(log_fields[i])) *values[i] = j.at(log_fields[i]).template get<double>();
     return r;
   }
 
@@ -387,8 +611,11 @@ class Trainer {
   train::Hyper<T> hyper_;
   Engine engine_;
   long global_step_ = 0, epoch_ = 0, total_ = 0;
+  double epoch_fraction_ = 0;  // epochs done, with the fraction of the current one
   std::size_t step_in_epoch_ = 0;
   std::vector<LogRecord> log_;
+  std::optional<std::ofstream> log_file_;
+  train::Progress progress_;
   // The sums of the steps since the last training record (kept in checkpoints, so that a resumed
   // run logs the means the uninterrupted one does).
   struct Pending {
