@@ -21,7 +21,8 @@
 // --device cpu says otherwise.
 //
 // It prints the unigram baseline (the loss of predicting each character by its frequency), the
-// training log, the validation loss, the time of a compiled step beside an eager one, and a few
+// time of a compiled step beside an eager one, the training log (also written to
+// <out>/trainer_log.jsonl, which scripts/plot_loss.py draws), the validation loss, and a few
 // samples.
 #include <kiln/kiln.hpp>
 #include <kiln/models/gpt2_training.hpp>
@@ -125,7 +126,7 @@ template <class... Policies>
 double ms_per_step(kiln::TrainingArguments args, const kiln::train::Parameters<float>& weights, const Windows& data,
                    kiln::Device device) {
   const auto run = [&](long steps) {
-    args.max_steps = steps, args.logging_steps = 0, args.print_logs = false;
+    args.max_steps = steps, args.logging_steps = 0, args.print_logs = false, args.report_to = "none";
     kiln::Trainer<Model, Policies...> trainer(args, weights, device);
     const auto t0 = std::chrono::steady_clock::now();
     trainer.train(data);
@@ -231,15 +232,12 @@ int main(int argc, char** argv) try {
                 compiled_ms, eager_ms, eager_ms / compiled_ms);
   }
 
+  // The Trainer prints its log (and on a terminal a progress bar) and writes it to
+  // opt.out/trainer_log.jsonl; scripts/plot_loss.py draws it.
   kiln::Trainer<Model> trainer(args, weights, opt.device);
   if (opt.profile) trainer.profile();
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto result = trainer.train(train);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double valid_loss = trainer.evaluate(valid);
-  std::printf("trained %ld steps in %.0f s (%.1f steps/s); training loss %.3f, validation loss %.3f nats/char\n",
-              result.global_step, seconds, static_cast<double>(result.global_step) / seconds, result.training_loss,
-              valid_loss);
+  trainer.train(train);
+  std::printf("validation loss %.3f nats/char\n", trainer.evaluate(valid));
   if (opt.profile) std::printf("%s\n", trainer.explain().c_str());
 
   // The weights as a Hugging Face checkpoint, loaded back for generation with a static KV cache.

@@ -63,7 +63,7 @@ def main(argv):
         steps, losses, eval_steps, eval_losses = read_run(path)
         color = f"C{i}"
         if steps:
-            ax.plot(steps, losses, color=color, label=f"{label}: training")
+            ax.plot(steps, losses, ".-", color=color, markersize=4, label=f"{label}: training")
         if eval_steps:
             ax.plot(eval_steps, eval_losses, "o", color=color, label=f"{label}: evaluation")
     ax.set_xlabel("step")

@@ -148,10 +148,10 @@ class StackedStep {
   // run-time hyper-parameters of train/step.hpp. Returns the loss and the gradient norm before
   // clipping.
   template <class Batch>
-  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, const Hyper<T>& hyper) {
+  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
     Named grads;
     const double loss = accumulate(batch, params, grads);
-    return {loss, update(grads, params, moments, hyper, 1.0)};
+    return {loss, update(grads, params, moments, hyper)};
   }
 
   // Adds a batch's gradients to grads (by parameter name) and returns its loss: the forward,
@@ -189,9 +189,9 @@ class StackedStep {
   }
 
   // The global norm, the clipping factor, and AdamW on every parameter, with the gradients grads
-  // times `scale`. Returns the gradient norm before clipping.
-  double update(Named& grads, Named& params, Named& moments, const Hyper<T>& hyper, double scale) {
-    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, scale);
+  // times hyper.grad_scale. Returns the gradient norm before clipping.
+  double update(Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
+    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper);
   }
 
  private:

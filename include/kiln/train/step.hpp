@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 #include <variant>
 
 #include "kiln/autodiff/grad.hpp"
@@ -84,12 +86,37 @@ P& lazy_program(std::shared_ptr<void>& slot, Make&& make) {
   return *static_cast<P*>(slot.get());
 }
 
-// The step's hyper-parameters as the trainer holds them: rank-0 tensors on its device, and the
-// clipping bound as a number as well (+inf: no clipping).
+// The step's hyper-parameters as the trainer holds them: rank-0 tensors on its device, views of
+// one block that set() writes with one copy per step (on a GPU each copy from the host waits for
+// the device, so one copy rather than six), and the clipping bound as a number as well (+inf: no
+// clipping).
 template <class T>
-struct Hyper {
+class Hyper {
+ public:
+  explicit Hyper(Device device = Device::cpu()) : block_(zeros<T>(Shape{kCount}, device)) {
+    for (std::size_t i = 0; i < kCount; ++i) *views_[i] = Tensor<T>::view(block_.data() + i, Shape{}, device);
+  }
+  Hyper(const Hyper&) = delete;
+  Hyper& operator=(const Hyper&) = delete;
+
   Tensor<T> lr, weight_decay, max_grad_norm, step;
-  double max_grad_norm_value = 0;
+  Tensor<T> grad_scale;  // the factor of the summed gradients (1 / the batches accumulated)
+  Tensor<T> norm2;       // the sum of the squared gradients, accumulated on the device
+  double max_grad_norm_value = std::numeric_limits<double>::infinity();
+  double weight_decay_value = 0;
+
+  // Every value for the next update, and norm2 at 0.
+  void set(double lr_value, double step_value, double scale) {
+    const double v[kCount] = {lr_value, weight_decay_value, max_grad_norm_value, step_value, scale, 0.0};
+    std::vector<T> host(kCount);
+    for (std::size_t i = 0; i < kCount; ++i) host[i] = kiln::detail::element_from<T>(v[i]);
+    block_.copy_from(from_vector(host, Shape{kCount}));
+  }
+
+ private:
+  static constexpr std::size_t kCount = 6;
+  Tensor<T> block_;
+  Tensor<T>* views_[kCount] = {&lr, &weight_decay, &max_grad_norm, &step, &grad_scale, &norm2};
 };
 
 // The training step of `loss` over the parameters in `params` (a tuple of kiln::param
@@ -140,27 +167,26 @@ class ParameterUpdate {
   }
 
   // Updates every parameter that for_each (Engine::for_each_parameter's signature) names, with
-  // the gradients grads scaled by `scale`. Returns the gradient norm before clipping.
+  // the gradients grads scaled by hyper.grad_scale (Hyper::set has run for this update). The
+  // norm and the clipping factor are computed on the device; the norm is read back once and
+  // returned (before clipping).
   template <class ForEach>
-  double apply(ForEach&& for_each, Named& grads, Named& params, Named& moments, const Hyper<T>& hyper, double scale) {
-    double norm2 = 0;
+  double apply(ForEach&& for_each, Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
     for_each([&](auto w, const std::string& name) {
       auto& u = std::get<decltype(w)::rank>(per_rank_).update;
-      const Tensor<T> s = u.squared_norm(u.g = grads.at(name));
-      norm2 += static_cast<double>(widen(s.cpu()[0]));
+      using U = std::remove_reference_t<decltype(u)>;
+      u.add_squares(U::norm2 = hyper.norm2, U::g = grads.at(name));
     });
-    const double norm = scale * std::sqrt(norm2);
-    const double c = std::min(hyper.max_grad_norm_value / (norm + 1e-6), 1.0);
-    const Tensor<T> factor = from_vector(std::vector<T>{kiln::detail::element_from<T>(c * scale)}, Shape{}, hyper.lr.device());
     using S = StepSymbols<T>;
+    const auto [norm, factor] = clip_(Clip::norm2 = hyper.norm2, Clip::scale = hyper.grad_scale, S::max_grad_norm = hyper.max_grad_norm);
     for_each([&](auto w, const std::string& name) {
-      using U = std::remove_reference_t<decltype(std::get<decltype(w)::rank>(per_rank_).update)>;
       auto& u = std::get<decltype(w)::rank>(per_rank_).update;
+      using U = std::remove_reference_t<decltype(u)>;
       u.adamw(U::p = params.at(name), exp_avg(U::p) = moments.at("exp_avg." + name),
               exp_avg_sq(U::p) = moments.at("exp_avg_sq." + name), U::g = grads.at(name), U::clip = factor,
               S::lr = hyper.lr, S::weight_decay = hyper.weight_decay, S::step = hyper.step);
     });
-    return norm;
+    return static_cast<double>(widen(norm.cpu()[0]));
   }
 
  private:
@@ -171,12 +197,15 @@ class ParameterUpdate {
     static constexpr auto g = input<"kiln.grad", R, T>();
     static constexpr auto p = param<"kiln.param", R, T>();
     static constexpr auto clip = input<"kiln.clip", 0, T>();
+    static constexpr auto norm2 = param<"kiln.norm2", 0, T>();
     static auto adamw_update() {
       using S = StepSymbols<T>;
       return std::apply([](const auto&... a) { return outputs(a...); },
                         nn::adamw(p, exp_avg(p), exp_avg_sq(p), g * clip, S::step, S::lr, 0.9, 0.999, 1e-8, S::weight_decay));
     }
-    decltype(compile<Policies...>(sum(square(g)))) squared_norm = compile<Policies...>(sum(square(g)));
+    // norm2 += sum(g^2), in place.
+    static auto squares_added() { return outputs(assign(norm2, norm2 + sum(square(g)))); }
+    decltype(compile<Policies...>(squares_added())) add_squares = compile<Policies...>(squares_added());
     decltype(compile<Policies...>(adamw_update())) adamw = compile<Policies...>(adamw_update());
   };
   template <int R>
@@ -205,6 +234,17 @@ class ParameterUpdate {
     using type = std::tuple<std::conditional_t<has_rank<R>, PerRank<R>, std::monostate>...>;
   };
   typename AllRanks<std::make_integer_sequence<int, kMaxRank + 1>>::type per_rank_;
+  // The norm of the scaled gradients, sqrt(norm2) scale, and the factor of the summed gradients
+  // in AdamW: min(max_grad_norm / (norm + 1e-6), 1) scale (train/step.hpp's clipping).
+  struct Clip {
+    static constexpr auto norm2 = input<"kiln.norm2", 0, T>();
+    static constexpr auto scale = input<"kiln.grad_scale", 0, T>();
+    static auto program() {
+      const auto norm = share<fnv1a("kiln.train.scaled_norm")>(sqrt(norm2) * scale);
+      return outputs(norm, minimum(StepSymbols<T>::max_grad_norm / (norm + 1e-6), 1.0) * scale);
+    }
+  };
+  decltype(compile<Policies...>(Clip::program())) clip_ = compile<Policies...>(Clip::program());
 };
 
 // A model whose loss() is one expression over its parameters(), its step compiled as one
@@ -250,8 +290,8 @@ class OneProgramStep {
     }(std::make_index_sequence<std::tuple_size_v<decltype(Model::parameters())>>{});
     return static_cast<double>(widen(std::get<0>(out).cpu()[0]));
   }
-  double update(Named& grads, Named& params, Named& moments, const Hyper<T>& hyper, double scale) {
-    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, scale);
+  double update(Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
+    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper);
   }
   // The model's predictions() of a batch, and its loss. The program is compiled at the first call
   // (so a model without predictions() compiles as long as predict() is not called).

@@ -49,6 +49,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -121,6 +122,39 @@ struct TrainOutput {
   double train_runtime = 0;             // seconds
   double train_steps_per_second = 0;    // updates per second
   double train_samples_per_second = 0;  // samples per second (each update's samples: its batches')
+};
+
+// The batches of an epoch's order, each made on another thread while the step before it runs
+// (so a dataset's batch() must be safe to call from another thread, as a const function that
+// only reads the data is). The order must stay unchanged while a batch of it is being made: the
+// trainer asks for the next batch only within an epoch.
+template <class D>
+class Prefetch {
+  using Batch = decltype(std::declval<const D&>().batch(std::span<const std::size_t>{}));
+
+ public:
+  Prefetch(const D& data, std::size_t n, std::size_t batch) : data_(data), n_(n), batch_(batch) {}
+  // Batch b of `order` (its rows b B .. min((b + 1) B, n)); then starts making batch b + 1 when
+  // `more` says there is one in this epoch.
+  Batch take(const std::vector<std::size_t>& order, std::size_t b, bool more) {
+    Batch out = next_.valid() && next_index_ == b && next_order_ == &order ? next_.get() : make(order, b);
+    if (more) {
+      next_ = std::async(std::launch::async, [this, &order, b] { return make(order, b + 1); });
+      next_index_ = b + 1, next_order_ = &order;
+    }
+    return out;
+  }
+
+ private:
+  Batch make(const std::vector<std::size_t>& order, std::size_t b) const {
+    const std::size_t first = b * batch_;
+    return data_.batch(std::span(order).subspan(first, std::min(batch_, n_ - first)));
+  }
+  const D& data_;
+  std::size_t n_, batch_;
+  std::future<Batch> next_;
+  std::size_t next_index_ = 0;
+  const std::vector<std::size_t>* next_order_ = nullptr;
 };
 
 // Host tensors of one shape but the first extent, one after the other along the first axis.
@@ -240,11 +274,9 @@ class Trainer {
       moments_["exp_avg." + name] = zeros<T>(it->second.shape(), device_);
       moments_["exp_avg_sq." + name] = zeros<T>(it->second.shape(), device_);
     });
-    for (auto* s : {&hyper_.lr, &hyper_.weight_decay, &hyper_.max_grad_norm, &hyper_.step}) *s = zeros<T>(Shape{}, device_);
-    // Fixed for the run; lr and the step count change at every step.
+    // Fixed for the run; lr, the step count and the gradients' scale are set at every step.
     hyper_.max_grad_norm_value = args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity();
-    set(hyper_.weight_decay, args_.weight_decay);
-    set(hyper_.max_grad_norm, hyper_.max_grad_norm_value);
+    hyper_.weight_decay_value = args_.weight_decay;
   }
 
   const TrainingArguments& args() const { return args_; }
@@ -278,16 +310,15 @@ class Trainer {
     if (!resume_from_checkpoint.empty()) load_checkpoint(resume_from_checkpoint);
     open_log();
     StaticBatch<D> batch(device_);
+    std::vector<std::size_t> order = epoch_order(n);
+    train::Prefetch<D> prefetch(data, n, B);  // after `order`, which its thread reads
     train::Parameters<T> grads;
     double run_loss = 0;
     long run_steps = 0;
     const long first_step = global_step_;
     progress_.start(global_step_, total_, !args_.disable_tqdm);
-    std::vector<std::size_t> order = epoch_order(n);
-    const auto load = [&](std::size_t b) {
-      const std::size_t first = b * B;
-      return batch.load(data.batch(std::span(order).subspan(first, std::min(B, n - first))));
-    };
+    // Batch b of the epoch on the trainer's device; the next one of the epoch is made meanwhile.
+    const auto load = [&](std::size_t b) { return batch.load(prefetch.take(order, b, b + 1 < per_epoch)); };
     while (global_step_ < total_) {
       if (step_in_epoch_ == per_epoch) {
         ++epoch_, step_in_epoch_ = 0;
@@ -302,12 +333,11 @@ class Trainer {
       if (K == 1) {
         std::tie(loss, norm) = run_step(load(step_in_epoch_), lr);
       } else {
-        set(hyper_.lr, lr);
-        set(hyper_.step, static_cast<double>(global_step_ + 1));
+        hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0 / static_cast<double>(take));
         grads.clear();
         for (std::size_t j = 0; j < take; ++j) loss += engine_.accumulate(load(step_in_epoch_ + j), params_, grads);
         loss /= static_cast<double>(take);
-        norm = engine_.update(grads, params_, moments_, hyper_, 1.0 / static_cast<double>(take));
+        norm = engine_.update(grads, params_, moments_, hyper_);
       }
       ++global_step_, step_in_epoch_ += take, ++run_steps;
       run_loss += loss;
@@ -478,13 +508,10 @@ class Trainer {
   // loss and the gradient norm before clipping.
   template <class Bound>
   std::pair<double, double> run_step(const Bound& batch, double lr) {
-    set(hyper_.lr, lr);
-    set(hyper_.step, static_cast<double>(global_step_ + 1));
+    hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0);
     return engine_.step(batch, params_, moments_, hyper_);
   }
 
-  // A rank-0 tensor's value, on its device.
-  static void set(Tensor<T>& t, double v) { t.copy_from(from_vector(std::vector<T>{detail::element_from<T>(v)}, Shape{})); }
 
   std::vector<std::size_t> epoch_order(std::size_t n) const {
     std::vector<std::size_t> order(n);
@@ -608,7 +635,7 @@ class Trainer {
   TrainingArguments args_;
   Device device_;
   Parameters params_, moments_;
-  train::Hyper<T> hyper_;
+  train::Hyper<T> hyper_{device_};
   Engine engine_;
   long global_step_ = 0, epoch_ = 0, total_ = 0;
   double epoch_fraction_ = 0;  // epochs done, with the fraction of the current one
