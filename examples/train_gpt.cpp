@@ -17,8 +17,7 @@
 // width, its context and the batch without a rebuild (the layers and heads are template
 // arguments), --no-compare skips the timing of a compiled step beside an eager one, and
 // --profile prints each kernel's time per call (kiln::Trainer::profile). Built with the CUDA
-// kernels (kiln_cuda_executable, where nvcc is), it trains on the GPU when there is one, unless
-// --device cpu says otherwise.
+// kernels (kiln_cuda_executable, where nvcc is), --device cuda trains on the GPU.
 //
 // It prints the unigram baseline (the loss of predicting each character by its frequency), the
 // time of a compiled step beside an eager one, the training log (also written to
@@ -142,14 +141,7 @@ struct Options {
   long steps = 2500, context = 64, batch = 32, embd = 128;
   double lr = 8e-3;
   bool compare = true, profile = false;
-  kiln::Device device = default_device();
-
-  static kiln::Device default_device() {
-#if KILN_WITH_CUDA
-    if (kiln::cuda::device_count() > 0) return kiln::Device::cuda();
-#endif
-    return kiln::Device::cpu();
-  }
+  kiln::Device device = kiln::Device::cpu();
 
   Options(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
@@ -166,7 +158,7 @@ struct Options {
         std::printf("usage: train_gpt [data/fortunes.txt] [--steps N] [--context N] [--batch N] [--embd N] [--lr X]\n"
                     "                 [--out DIR] [--device cpu|cuda] [--no-compare] [--profile]\n"
                     "defaults: --steps 2500 --context 64 --batch 32 --embd 128 --lr 8e-3 --out train_gpt_output,\n"
-                    "          --device cuda where built with CUDA and a GPU is present, else cpu\n"
+                    "          --device cpu (cuda: the GPU, where train_gpt was built with the CUDA kernels)\n"
                     "--embd must be a multiple of %d (the heads); --no-compare skips the eager/compiled step timing;\n"
                     "--profile times every kernel of the training and prints the plans with the times\n",
                     kHeads);

@@ -19,8 +19,8 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <vector>
 #include <variant>
+#include <vector>
 
 #include "kiln/autodiff/grad.hpp"
 #include "kiln/expr/ops.hpp"
@@ -148,7 +148,8 @@ constexpr auto training_step(Loss loss, std::tuple<Ws...> params, double beta1 =
 // by name, then with g_p = scale * (the sum for p)
 //   norm = sqrt(sum_p sum(g_p^2)),  c = min(max_grad_norm / (norm + 1e-6), 1),
 //   AdamW(p, m_p, v_p, c g_p)
-// each a small program per parameter rank. Ps: the tuples of kiln::param symbols to update.
+// each a small program per parameter rank, the norm summed on the device (norm2 += sum(g^2) per
+// parameter) and read back once. Ps: the tuples of kiln::param symbols to update.
 template <class T, class Ps, class... Policies>
 class ParameterUpdate {
  public:
@@ -190,8 +191,8 @@ class ParameterUpdate {
   }
 
  private:
-  // Per rank R: the squared norm of a gradient, AdamW with the gradient scaled by the clipping
-  // factor, and the sum of two gradients.
+  // Per rank R: a gradient's squares added to norm2, AdamW with the gradient scaled by the
+  // clipping factor, and the sum of two gradients.
   template <int R>
   struct Programs {
     static constexpr auto g = input<"kiln.grad", R, T>();
@@ -278,8 +279,8 @@ class OneProgramStep {
     return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
   }
   // Gradient accumulation: adds a batch's gradients to grads (by parameter name) and returns its
-  // loss; update() then applies the step's update to their sum times `scale` and returns the
-  // gradient norm before clipping.
+  // loss; update() then applies the step's update to their sum times hyper.grad_scale and
+  // returns the gradient norm before clipping.
   template <class Batch>
   double accumulate(const Batch& batch, Named& params, Named& grads) {
     auto out = detail::call_with(gradients_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
