@@ -49,7 +49,9 @@ def main(argv):
         return 0 if len(argv) > 1 and argv[1] in ("-h", "--help") else 2
     out, runs = argv[1], []
     for arg in argv[2:]:
-        label, _, path = arg.rpartition("=")
+        label, sep, path = arg.partition("=")
+        if not sep or os.path.exists(arg):  # a file alone (its name may hold "=")
+            label, path = "", arg
         runs.append((label or os.path.basename(os.path.dirname(os.path.abspath(path))), path))
     try:
         import matplotlib

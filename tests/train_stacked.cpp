@@ -192,3 +192,50 @@ TEST_CASE("Trainer: gradient accumulation over K batches updates as one batch K 
   CHECK(reference.log_history()[0].grad_norm > 0.5);  // clipping is part of what agrees
   for (const auto& d : {one.output_dir, accumulated.output_dir}) fs::remove_all(d);
 }
+
+TEST_CASE("Trainer: gradient accumulation at an epoch's end takes the batches left") {
+  // 15 samples: batches of 10 (10, then 5), or of 5 taken 2 at a time (10, then the 5 left,
+  // as one batch whose gradient is not halved): the same updates.
+  const Data data(15, 8);
+  auto one = arguments("one_batch_partial");
+  one.per_device_train_batch_size = 10, one.max_steps = 4;
+  auto accumulated = arguments("accumulated_partial");
+  accumulated.per_device_train_batch_size = 5, accumulated.gradient_accumulation_steps = 2, accumulated.max_steps = 4;
+  kiln::Trainer<OneProgram> reference(one, initial(13));
+  kiln::Trainer<Stacked> regions(accumulated, initial(13));
+  reference.train(data);
+  regions.train(data);
+  for (const auto& [name, t] : reference.parameters()) {
+    const auto a = regions.parameters().at(name).cpu(), b = t.cpu();
+    for (std::size_t i = 0; i < a.numel(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-12));
+  }
+  REQUIRE(regions.log_history().size() == 4);
+  for (std::size_t i = 0; i < 4; ++i)
+    CHECK(regions.log_history()[i].grad_norm == doctest::Approx(reference.log_history()[i].grad_norm).epsilon(1e-12));
+  CHECK(regions.log_history()[3].epoch == 2.0);  // two updates per epoch of three batches
+  for (const auto& d : {one.output_dir, accumulated.output_dir}) fs::remove_all(d);
+}
+
+TEST_CASE("Trainer: a run with gradient accumulation resumes to the bit; a checkpoint of another batch size is refused") {
+  const Data data(20, 9);
+  auto args = arguments("accumulated_whole");
+  args.per_device_train_batch_size = 5, args.gradient_accumulation_steps = 2, args.max_steps = 6, args.save_steps = 3;
+  kiln::Trainer<Stacked> whole(args, initial(14));
+  whole.train(data);
+  auto again = arguments("accumulated_resumed");
+  again.per_device_train_batch_size = 5, again.gradient_accumulation_steps = 2, again.max_steps = 6;
+  kiln::Trainer<Stacked> resumed(again, initial(15));
+  resumed.train(data, kiln::train::NoData{}, args.output_dir + "/checkpoint-3");
+  for (const auto& [name, t] : whole.parameters()) {
+    const auto a = resumed.parameters().at(name).cpu(), b = t.cpu();
+    CHECK(std::memcmp(a.data(), b.data(), a.numel() * sizeof(double)) == 0);
+  }
+  // checkpoint-3 stopped after batch 2 of 4 in its second epoch; with batches of 20 an epoch
+  // has one batch.
+  auto other = arguments("other_batch");
+  other.per_device_train_batch_size = 20, other.max_steps = 6;
+  kiln::Trainer<Stacked> wrong(other, initial(16));
+  CHECK_THROWS_WITH_AS(wrong.train(data, kiln::train::NoData{}, args.output_dir + "/checkpoint-3"),
+                       doctest::Contains("stopped after batch 2 of its epoch, which has 1 batches"), kiln::ValueError);
+  for (const auto& d : {args.output_dir, again.output_dir, other.output_dir}) fs::remove_all(d);
+}

@@ -94,8 +94,13 @@ template <class T>
 class Hyper {
  public:
   explicit Hyper(Device device = Device::cpu()) : block_(zeros<T>(Shape{kCount}, device)) {
-    for (std::size_t i = 0; i < kCount; ++i) *views_[i] = Tensor<T>::view(block_.data() + i, Shape{}, device);
+    Tensor<T>* views[kCount] = {&lr, &weight_decay, &max_grad_norm, &step, &grad_scale, &norm2};
+    for (std::size_t i = 0; i < kCount; ++i) *views[i] = Tensor<T>::view(block_.data() + i, Shape{}, device);
   }
+  // Moving keeps the views valid (they point into block_'s memory, which moves with it); a copy
+  // would copy the views' values but not their sharing of one block.
+  Hyper(Hyper&&) = default;
+  Hyper& operator=(Hyper&&) = default;
   Hyper(const Hyper&) = delete;
   Hyper& operator=(const Hyper&) = delete;
 
@@ -116,7 +121,6 @@ class Hyper {
  private:
   static constexpr std::size_t kCount = 6;
   Tensor<T> block_;
-  Tensor<T>* views_[kCount] = {&lr, &weight_decay, &max_grad_norm, &step, &grad_scale, &norm2};
 };
 
 // The training step of `loss` over the parameters in `params` (a tuple of kiln::param
@@ -149,7 +153,9 @@ constexpr auto training_step(Loss loss, std::tuple<Ws...> params, double beta1 =
 //   norm = sqrt(sum_p sum(g_p^2)),  c = min(max_grad_norm / (norm + 1e-6), 1),
 //   AdamW(p, m_p, v_p, c g_p)
 // each a small program per parameter rank, the norm summed on the device (norm2 += sum(g^2) per
-// parameter) and read back once. Ps: the tuples of kiln::param symbols to update.
+// parameter) and read back once. The sum is kept in T: for a bf16 or f16 model it is rounded to
+// 8 or 11 bits at each parameter, and f16's overflows above 65504. Ps: the tuples of kiln::param
+// symbols to update.
 template <class T, class Ps, class... Policies>
 class ParameterUpdate {
  public:

@@ -126,8 +126,9 @@ struct TrainOutput {
 
 // The batches of an epoch's order, each made on another thread while the step before it runs
 // (so a dataset's batch() must be safe to call from another thread, as a const function that
-// only reads the data is). The order must stay unchanged while a batch of it is being made: the
-// trainer asks for the next batch only within an epoch.
+// only reads the data is). The order must stay unchanged while a batch of it is being made, so
+// the trainer asks for the next batch only within an epoch: a batch made ahead is always the
+// next one taken, from the same order.
 template <class D>
 class Prefetch {
   using Batch = decltype(std::declval<const D&>().batch(std::span<const std::size_t>{}));
@@ -137,10 +138,10 @@ class Prefetch {
   // Batch b of `order` (its rows b B .. min((b + 1) B, n)); then starts making batch b + 1 when
   // `more` says there is one in this epoch.
   Batch take(const std::vector<std::size_t>& order, std::size_t b, bool more) {
-    Batch out = next_.valid() && next_index_ == b && next_order_ == &order ? next_.get() : make(order, b);
+    Batch out = next_.valid() && next_index_ == b ? next_.get() : make(order, b);
     if (more) {
       next_ = std::async(std::launch::async, [this, &order, b] { return make(order, b + 1); });
-      next_index_ = b + 1, next_order_ = &order;
+      next_index_ = b + 1;
     }
     return out;
   }
@@ -154,7 +155,6 @@ class Prefetch {
   std::size_t n_, batch_;
   std::future<Batch> next_;
   std::size_t next_index_ = 0;
-  const std::vector<std::size_t>* next_order_ = nullptr;
 };
 
 // Host tensors of one shape but the first extent, one after the other along the first axis.
@@ -184,7 +184,7 @@ Tensor<U> concat_rows(const std::vector<Tensor<U>>& parts, const char* who) {
 
 // The clock of a training run, its throughput since the last record, and on a terminal (stdout a
 // TTY, and not disable_tqdm) a progress bar redrawn at most ten times a second:
-//    37% |#########               | 925/2500 [01:12<02:03, 12.81 steps/s, loss 1.942]
+//    37% |######          | 925/2500 [01:12<02:03, 12.81 steps/s, loss 1.942]
 // Lines printed while the bar shows go above it.
 class Progress {
  public:
@@ -234,7 +234,7 @@ class Progress {
     const double done = static_cast<double>(step_ - first_), elapsed = seconds();
     const double rate = done / std::max(elapsed, 1e-9);
     const double frac = total_ > 0 ? static_cast<double>(step_) / static_cast<double>(total_) : 1.0;
-    constexpr int width = 24;
+    constexpr int width = 16;  // the line stays within 80 columns up to 6-digit step counts
     const int filled = static_cast<int>(frac * width);
     std::printf("\r%3d%% |%s%s| %ld/%ld [%s<%s, %.2f steps/s, loss %.3f]", static_cast<int>(frac * 100),
                 std::string(static_cast<std::size_t>(filled), '#').c_str(), std::string(static_cast<std::size_t>(width - filled), ' ').c_str(),
@@ -307,7 +307,14 @@ class Trainer {
     total_ = args_.max_steps > 0
                  ? args_.max_steps
                  : static_cast<long>(std::ceil(args_.num_train_epochs * static_cast<double>(updates_per_epoch)));
-    if (!resume_from_checkpoint.empty()) load_checkpoint(resume_from_checkpoint);
+    if (!resume_from_checkpoint.empty()) {
+      load_checkpoint(resume_from_checkpoint);
+      if (step_in_epoch_ > per_epoch)
+        throw ValueError("kiln::Trainer: checkpoint " + resume_from_checkpoint + " stopped after batch " +
+                         std::to_string(step_in_epoch_) + " of its epoch, which has " + std::to_string(per_epoch) +
+                         " batches with this data and batch size: resume with the data and batch size it was saved with");
+      epoch_fraction_ = epoch_now(per_epoch);
+    }
     open_log();
     StaticBatch<D> batch(device_);
     std::vector<std::size_t> order = epoch_order(n);
