@@ -124,24 +124,19 @@ class StackedStep {
   }
 
   // The model's head_predictions() of a batch (an expression of `residual`, the head's
-  // parameters and the batch: its logits, say), and its loss. The program is compiled at the
-  // first call, so a model without head_predictions() compiles while predict() is not called.
+  // parameters and the batch: its logits, say), and its loss, from one program. It is compiled at
+  // the first call, so a model without head_predictions() compiles while predict() is not called.
   template <class Batch>
   auto predict(const Batch& batch, Named& params) {
     static_assert(requires { M::head_predictions(); },
                   "kiln::Trainer::predict: the model declares no head_predictions(), the expression of the last "
                   "layer's output whose value predict() returns (its logits, say): add static auto head_predictions()");
-    using Pred = decltype(M::head_predictions());
-    using P = decltype(compile<Policies...>(M::head_predictions()));
-    auto& program = lazy_program<P>(predict_, [] { return compile<Policies...>(M::head_predictions()); });
-    const Tensor<T> last = forward(batch, params, nullptr).back();
-    auto out = detail::call_with(
-        program, detail::bindings_for<Pred>(std::tuple_cat(batch, std::tuple{h = last},
-                                                           detail::bind_named<T>(M::head_parameters(), params))));
-    const Tensor<T> loss = detail::call_with(
-        loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = last},
-                              detail::bind_named<T>(M::head_parameters(), params)));
-    return std::pair{std::move(out), static_cast<double>(widen(loss.cpu()[0]))};
+    const auto both = [] { return outputs(M::head_predictions(), M::head_loss()); };
+    auto& program = lazy_program<decltype(compile<Policies...>(both()))>(predict_, [&] { return compile<Policies...>(both()); });
+    auto [p, l] = detail::call_with(
+        program, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = forward(batch, params, nullptr).back()},
+                                detail::bind_named<T>(M::head_parameters(), params)));
+    return std::pair{std::move(p), static_cast<double>(widen(l.cpu()[0]))};
   }
 
   // One update of params and moments (exp_avg.<name>, exp_avg_sq.<name>) from a batch, with the
@@ -167,7 +162,7 @@ class StackedStep {
           *head_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = xs.back()}, detail::bind_named<T>(M::head_parameters(), params)));
       loss = static_cast<double>(widen(std::get<0>(out).cpu()[0]));
       g = std::move(std::get<1>(out));
-      collect<2>(out, M::head_parameters(), "", grads);
+      update_.template collect<2>(out, M::head_parameters(), "", grads);
     }
     for (int l = M::layers - 1; l >= 0; --l) {
       const std::string prefix = M::layer_prefix(l);
@@ -176,14 +171,14 @@ class StackedStep {
                                           Saved::bind(saved[static_cast<std::size_t>(l)]),
                                           detail::bind_named<T>(M::layer_parameters(), params, prefix)));
       g = std::move(std::get<0>(out));
-      collect<1>(out, M::layer_parameters(), prefix, grads);
+      update_.template collect<1>(out, M::layer_parameters(), prefix, grads);
     }
     {
       auto out = detail::call_with(
           *embed_backward_,
           std::tuple_cat(detail::bindings_for<Embed>(batch), std::tuple{cotangent = g}, detail::bind_named<T>(M::embed_parameters(), params)));
       auto outs = detail::as_tuple(std::move(out));
-      collect<0>(outs, M::embed_parameters(), "", grads);
+      update_.template collect<0>(outs, M::embed_parameters(), "", grads);
     }
     return loss;
   }
@@ -267,14 +262,6 @@ class StackedStep {
       if (saved) saved->push_back(Saved::take(out));
     }
     return xs;
-  }
-  // Adds the gradients in outputs First.. of `out` to grads, by the names of ws (with prefix).
-  template <std::size_t First, class Out, class Ws>
-  void collect(Out& out, const Ws& ws, const std::string& prefix, Named& grads) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (update_.add(grads, prefix + std::string(std::get<I>(ws).name()), std::move(std::get<First + I>(out)), std::get<I>(ws)),
-       ...);
-    }(std::make_index_sequence<std::tuple_size_v<Ws>>{});
   }
   ParameterUpdate<T,
                   std::tuple<decltype(M::embed_parameters()), decltype(M::layer_parameters()), decltype(M::head_parameters())>,

@@ -173,6 +173,15 @@ class ParameterUpdate {
     it->second = a.program(a.x = it->second, a.y = g);
   }
 
+  // add() of the gradients in outputs First.. of `out`, by the names of the symbols ws (a
+  // tuple) with prefix.
+  template <std::size_t First, class Out, class Ws>
+  void collect(Out& out, const Ws& ws, const std::string& prefix, Named& grads) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (add(grads, prefix + std::string(std::get<I>(ws).name()), std::move(std::get<First + I>(out)), std::get<I>(ws)), ...);
+    }(std::make_index_sequence<std::tuple_size_v<Ws>>{});
+  }
+
   // Updates every parameter that for_each (Engine::for_each_parameter's signature) names, with
   // the gradients grads scaled by hyper.grad_scale (Hyper::set has run for this update). The
   // norm and the clipping factor are computed on the device; the norm is read back once and
@@ -290,29 +299,24 @@ class OneProgramStep {
   template <class Batch>
   double accumulate(const Batch& batch, Named& params, Named& grads) {
     auto out = detail::call_with(gradients_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (update_.add(grads, std::string(std::get<I>(Model::parameters()).name()), std::move(std::get<1 + I>(out)),
-                   std::get<I>(Model::parameters())),
-       ...);
-    }(std::make_index_sequence<std::tuple_size_v<decltype(Model::parameters())>>{});
+    update_.template collect<1>(out, Model::parameters(), "", grads);
     return static_cast<double>(widen(std::get<0>(out).cpu()[0]));
   }
   double update(Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
     return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper);
   }
-  // The model's predictions() of a batch, and its loss. The program is compiled at the first call
-  // (so a model without predictions() compiles as long as predict() is not called).
+  // The model's predictions() of a batch, and its loss, from one program (one forward pass). The
+  // program is compiled at the first call (so a model without predictions() compiles as long as
+  // predict() is not called).
   template <class Batch>
   auto predict(const Batch& batch, Named& params) {
     static_assert(requires { Model::predictions(); },
                   "kiln::Trainer::predict: the model declares no predictions(), the expression whose value predict() "
                   "returns (its logits, say): add static auto predictions() to the model");
-    using P = decltype(compile<Policies...>(Model::predictions()));
-    auto& program = lazy_program<P>(predict_, [] { return compile<Policies...>(Model::predictions()); });
-    auto out = detail::call_with(
-        program, detail::bindings_for<decltype(Model::predictions())>(
-                     std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params))));
-    return std::pair{std::move(out), loss(batch, params)};
+    const auto both = [] { return outputs(Model::predictions(), Model::loss()); };
+    auto& program = lazy_program<decltype(compile<Policies...>(both()))>(predict_, [&] { return compile<Policies...>(both()); });
+    auto [p, l] = detail::call_with(program, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
+    return std::pair{std::move(p), static_cast<double>(widen(l.cpu()[0]))};
   }
 
  private:

@@ -44,12 +44,10 @@
 #pragma once
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -61,13 +59,12 @@
 #include <utility>
 #include <vector>
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include "kiln/io/safetensors.hpp"
 #include "kiln/runtime/compile.hpp"
 #include "kiln/train/arguments.hpp"
+#include "kiln/train/loop.hpp"
 #include "kiln/train/stacked.hpp"
 #include "kiln/train/step.hpp"
 
@@ -122,131 +119,6 @@ struct TrainOutput {
   double train_runtime = 0;             // seconds
   double train_steps_per_second = 0;    // updates per second
   double train_samples_per_second = 0;  // samples per second (each update's samples: its batches')
-};
-
-// The batches of an epoch's order, each made on another thread while the step before it runs
-// (so a dataset's batch() must be safe to call from another thread, as a const function that
-// only reads the data is). The order must stay unchanged while a batch of it is being made, so
-// the trainer asks for the next batch only within an epoch: a batch made ahead is always the
-// next one taken, from the same order.
-template <class D>
-class Prefetch {
-  using Batch = decltype(std::declval<const D&>().batch(std::span<const std::size_t>{}));
-
- public:
-  Prefetch(const D& data, std::size_t n, std::size_t batch) : data_(data), n_(n), batch_(batch) {}
-  // Batch b of `order` (its rows b B .. min((b + 1) B, n)); then starts making batch b + 1 when
-  // `more` says there is one in this epoch.
-  Batch take(const std::vector<std::size_t>& order, std::size_t b, bool more) {
-    Batch out = next_.valid() && next_index_ == b ? next_.get() : make(order, b);
-    if (more) {
-      next_ = std::async(std::launch::async, [this, &order, b] { return make(order, b + 1); });
-      next_index_ = b + 1;
-    }
-    return out;
-  }
-
- private:
-  Batch make(const std::vector<std::size_t>& order, std::size_t b) const {
-    const std::size_t first = b * batch_;
-    return data_.batch(std::span(order).subspan(first, std::min(batch_, n_ - first)));
-  }
-  const D& data_;
-  std::size_t n_, batch_;
-  std::future<Batch> next_;
-  std::size_t next_index_ = 0;
-};
-
-// Host tensors of one shape but the first extent, one after the other along the first axis.
-template <class U>
-Tensor<U> concat_rows(const std::vector<Tensor<U>>& parts, const char* who) {
-  Shape shape = parts.at(0).shape();
-  if (shape.size() == 0) throw ShapeError(std::string(who) + ": the predictions are scalars; they need a batch axis to concatenate");
-  std::size_t rows = 0;
-  for (const auto& p : parts) {
-    const Shape rest = p.shape();
-    bool same = rest.size() == shape.size();
-    for (std::size_t d = 1; same && d < shape.size(); ++d) same = rest[d] == shape[d];
-    if (!same)
-      throw ShapeError(std::string(who) + ": batches give predictions of shapes " + shape.str() + " and " + rest.str() +
-                       ", which differ beyond the first axis");
-    rows += p.shape()[0];
-  }
-  shape[0] = rows;
-  Tensor<U> out(shape);
-  std::size_t at = 0;
-  for (const auto& p : parts) {
-    std::copy_n(p.data(), p.numel(), out.data() + at);
-    at += p.numel();
-  }
-  return out;
-}
-
-// The clock of a training run, its throughput since the last record, and on a terminal (stdout a
-// TTY, and not disable_tqdm) a progress bar redrawn at most ten times a second:
-//    37% |######          | 925/2500 [01:12<02:03, 12.81 steps/s, loss 1.942]
-// Lines printed while the bar shows go above it.
-class Progress {
- public:
-  using Clock = std::chrono::steady_clock;
-  void start(long step, long total, bool bar) {
-    first_ = step, total_ = total, bar_ = bar && ::isatty(STDOUT_FILENO) == 1;
-    start_ = last_record_ = last_draw_ = Clock::now();
-    steps_ = 0, samples_ = 0, total_samples_ = 0, shown_ = false;
-  }
-  void count(double samples) { ++steps_, samples_ += samples, total_samples_ += samples; }
-  // Steps and samples per second since the last call (or the start).
-  std::pair<double, double> rates() {
-    const auto now = Clock::now();
-    const double dt = std::max(std::chrono::duration<double>(now - last_record_).count(), 1e-9);
-    const std::pair<double, double> r{static_cast<double>(steps_) / dt, samples_ / dt};
-    last_record_ = now, steps_ = 0, samples_ = 0;
-    return r;
-  }
-  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-  double samples() const { return total_samples_; }
-  void update(long step, double loss) {
-    step_ = step, loss_ = loss;
-    const auto now = Clock::now();
-    if (bar_ && (now - last_draw_ > std::chrono::milliseconds(100) || step == total_)) draw(), last_draw_ = now;
-  }
-  void print(const char* line) {
-    if (shown_) std::printf("\r\033[K");
-    std::printf("%s\n", line);
-    if (shown_) draw();
-    std::fflush(stdout);
-  }
-  void finish() {
-    if (shown_) std::printf("\n");
-    shown_ = false;
-    std::fflush(stdout);
-  }
-
- private:
-  static std::string clock(double s) {
-    const long t = static_cast<long>(s + 0.5);
-    char b[32];
-    if (t >= 3600) std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else std::snprintf(b, sizeof b, "%02ld:%02ld", t / 60, t % 60);
-    return b;
-  }
-  void draw() {
-    const double done = static_cast<double>(step_ - first_), elapsed = seconds();
-    const double rate = done / std::max(elapsed, 1e-9);
-    const double frac = total_ > 0 ? static_cast<double>(step_) / static_cast<double>(total_) : 1.0;
-    constexpr int width = 16;  // the line stays within 80 columns up to 6-digit step counts
-    const int filled = static_cast<int>(frac * width);
-    std::printf("\r%3d%% |%s%s| %ld/%ld [%s<%s, %.2f steps/s, loss %.3f]", static_cast<int>(frac * 100),
-                std::string(static_cast<std::size_t>(filled), '#').c_str(), std::string(static_cast<std::size_t>(width - filled), ' ').c_str(),
-                step_, total_, clock(elapsed).c_str(),
-                done > 0 ? clock(static_cast<double>(total_ - step_) / std::max(rate, 1e-9)).c_str() : "?", rate, loss_);
-    std::fflush(stdout);
-    shown_ = true;
-  }
-  long first_ = 0, total_ = 0, step_ = 0, steps_ = 0;
-  double loss_ = 0, samples_ = 0, total_samples_ = 0;
-  bool bar_ = false, shown_ = false;
-  Clock::time_point start_, last_record_, last_draw_;
 };
 
 }  // namespace train
@@ -377,21 +249,17 @@ class Trainer {
   // first axis; with the mean loss (HF's predict(): predictions and test_loss). Not logged.
   template <train::Dataset D>
   auto predict(const D& data) {
-    const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_eval_batch_size);
-    if (n == 0) throw ValueError("kiln::Trainer::predict: the data has no samples");
-    std::vector<std::size_t> rows(n);
-    std::iota(rows.begin(), rows.end(), std::size_t{0});
-    StaticBatch<D> batch(device_);
-    using U = typename std::remove_cvref_t<decltype(engine_.predict(batch.load(data.batch(std::span(rows))), params_).first)>::value_type;
+    using Bound = decltype(std::declval<StaticBatch<D>&>().load(data.batch(std::span<const std::size_t>{})));
+    using U = typename std::remove_cvref_t<decltype(engine_.predict(std::declval<Bound>(), params_).first)>::value_type;
     std::vector<Tensor<U>> parts;
     double total = 0;
-    for (std::size_t first = 0; first < n; first += B) {
-      const std::size_t count = std::min(B, n - first);
-      auto [p, loss] = engine_.predict(batch.load(data.batch(std::span(rows).subspan(first, count))), params_);
+    in_order(data, "kiln::Trainer::predict", [&](const auto& bound, std::size_t count) {
+      auto [p, loss] = engine_.predict(bound, params_);
       parts.push_back(p.cpu());
       total += loss * static_cast<double>(count);
-    }
-    return train::PredictionOutput<U>{train::concat_rows(parts, "kiln::Trainer::predict"), total / static_cast<double>(n)};
+    });
+    return train::PredictionOutput<U>{train::concat_rows(parts, "kiln::Trainer::predict"),
+                                      total / static_cast<double>(data.size())};
   }
 
   // The mean loss over `data` in order, in batches of per_device_eval_batch_size (each batch's
@@ -407,18 +275,25 @@ class Trainer {
  private:
   template <train::Dataset D>
   double evaluation_loss(const D& data) {
+    double total = 0;
+    in_order(data, "kiln::Trainer::evaluate", [&](const auto& bound, std::size_t count) {
+      total += engine_.loss(bound, params_) * static_cast<double>(count);
+    });
+    return total / static_cast<double>(data.size());
+  }
+  // f(batch bound on the device, its sample count) for the batches of per_device_eval_batch_size
+  // samples of `data` in order; a ValueError naming `who` when there are none.
+  template <train::Dataset D, class F>
+  void in_order(const D& data, const char* who, F&& f) {
     const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_eval_batch_size);
-    if (n == 0) throw ValueError("kiln::Trainer::evaluate: the evaluation data has no samples");
+    if (n == 0) throw ValueError(std::string(who) + ": the data has no samples");
     std::vector<std::size_t> rows(n);
     std::iota(rows.begin(), rows.end(), std::size_t{0});
     StaticBatch<D> batch(device_);
-    double total = 0;
     for (std::size_t first = 0; first < n; first += B) {
       const std::size_t count = std::min(B, n - first);
-      const auto& bound = batch.load(data.batch(std::span(rows).subspan(first, count)));
-      total += engine_.loss(bound, params_) * static_cast<double>(count);
+      f(batch.load(data.batch(std::span(rows).subspan(first, count))), count);
     }
-    return total / static_cast<double>(n);
   }
 
  public:
