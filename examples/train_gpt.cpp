@@ -10,14 +10,17 @@
 //
 //   scripts/fetch_fortunes.sh                                   # once: data/fortunes.txt
 //   ./build/examples/train_gpt [data/fortunes.txt] [--help] [--steps N] [--context N] [--batch N]
-//                              [--embd N] [--lr X] [--out DIR] [--device cpu|cuda] [--no-compare]
+//                              [--embd N] [--lr X] [--out DIR] [--device cpu|cuda]
+//                              [--compile none|default|reduce-overhead|max-autotune] [--no-compare]
 //                              [--profile]
 //
 // The defaults are the README's run; --context, --batch, --embd and --lr change the model's
 // width, its context and the batch without a rebuild (the layers and heads are template
-// arguments), --no-compare skips the timing of a compiled step beside an eager one, and
-// --profile prints each kernel's time per call (kiln::Trainer::profile). Built with the CUDA
-// kernels (kiln_cuda_executable, where nvcc is), --device cuda trains on the GPU.
+// arguments), --compile picks the Trainer's policy (torch.compile's modes: kiln::Eager,
+// kiln::Default, kiln::ReduceOverhead, kiln::MaxAutotune), --no-compare skips the timing of a
+// compiled step beside an eager one, and --profile prints each kernel's time per call
+// (kiln::Trainer::profile). Built with the CUDA kernels (kiln_cuda_executable, where nvcc is),
+// --device cuda trains on the GPU; there ReduceOverhead runs each training step as one CUDA graph.
 //
 // It prints the unigram baseline (the loss of predicting each character by its frequency), the
 // time of a compiled step beside an eager one, the training log (also written to
@@ -135,12 +138,22 @@ double ms_per_step(kiln::TrainingArguments args, const kiln::train::Parameters<f
   return (run(22) - short_run) / 20;
 }
 
+struct Options;
+
+// The run with a Trainer of Policies: its step time beside an eager step's, the training, the
+// validation loss. Returns the trained weights.
+template <class... Policies>
+kiln::train::Parameters<float> train_with(const Options& opt, const kiln::TrainingArguments& args,
+                                          const kiln::train::Parameters<float>& weights, const Windows& train,
+                                          const Windows& valid);
+
 // The command line: the data file, and --name value options.
 struct Options {
   std::string data = "data/fortunes.txt", out = "train_gpt_output";
   long steps = 2500, context = 64, batch = 32, embd = 128;
   double lr = 8e-3;
   bool compare = true, profile = false;
+  std::string compile = "default";
   kiln::Device device = kiln::Device::cpu();
 
   Options(int argc, char** argv) {
@@ -156,9 +169,11 @@ struct Options {
       };
       if (a == "--help" || a == "-h") {
         std::printf("usage: train_gpt [data/fortunes.txt] [--steps N] [--context N] [--batch N] [--embd N] [--lr X]\n"
-                    "                 [--out DIR] [--device cpu|cuda] [--no-compare] [--profile]\n"
+                    "                 [--out DIR] [--device cpu|cuda] [--compile MODE] [--no-compare] [--profile]\n"
                     "defaults: --steps 2500 --context 64 --batch 32 --embd 128 --lr 8e-3 --out train_gpt_output,\n"
-                    "          --device cpu (cuda: the GPU, where train_gpt was built with the CUDA kernels)\n"
+                    "          --device cpu (cuda: the GPU, where train_gpt was built with the CUDA kernels),\n"
+                    "          --compile default (none, default, reduce-overhead or max-autotune: kiln::Eager,\n"
+                    "          kiln::Default, kiln::ReduceOverhead, kiln::MaxAutotune)\n"
                     "--embd must be a multiple of %d (the heads); --no-compare skips the eager/compiled step timing;\n"
                     "--profile times every kernel of the training and prints the plans with the times\n",
                     kHeads);
@@ -171,12 +186,15 @@ struct Options {
       else if (a == "--lr") lr = std::stod(value());
       else if (a == "--out") out = value();
       else if (a == "--device") device = parse_device(value());
+      else if (a == "--compile") compile = value();
       else if (a == "--no-compare") compare = false;
       else if (a == "--profile") profile = true;
       else if (a.starts_with("--")) throw std::invalid_argument("unknown option " + a);
       else data = a;
     }
     if (embd % kHeads != 0) throw std::invalid_argument("--embd must be a multiple of " + std::to_string(kHeads));
+    if (compile != "none" && compile != "default" && compile != "reduce-overhead" && compile != "max-autotune")
+      throw std::invalid_argument("--compile must be none, default, reduce-overhead or max-autotune, not " + compile);
   }
   static kiln::Device parse_device(const std::string& name) {
     if (name == "cpu") return kiln::Device::cpu();
@@ -189,6 +207,31 @@ struct Options {
 #endif
   }
 };
+
+template <class... Policies>
+kiln::train::Parameters<float> train_with(const Options& opt, const kiln::TrainingArguments& args,
+                                          const kiln::train::Parameters<float>& weights, const Windows& train,
+                                          const Windows& valid) {
+  // The compiled step beside the eager one (kiln::Eager: one kernel per node).
+  if (opt.compare && opt.compile != "none") {
+    const double compiled_ms = ms_per_step<Policies...>(args, weights, train, opt.device),
+                 eager_ms = ms_per_step<kiln::Eager>(args, weights, train, opt.device);
+    std::printf("step time (batch %ld x %ld chars): %s %.2f ms, eager %.2f ms (%.2fx)\n", opt.batch, opt.context,
+                opt.compile.c_str(), compiled_ms, eager_ms, eager_ms / compiled_ms);
+  }
+  // The Trainer prints its log (and on a terminal a progress bar) and writes it to
+  // opt.out/trainer_log.jsonl; scripts/plot_loss.py draws it.
+  kiln::Trainer<Model, Policies...> trainer(args, weights, opt.device);
+  if (opt.profile) trainer.profile();
+  trainer.train(train);
+  std::printf("validation loss %.3f nats/char\n", trainer.evaluate(valid));
+  if (opt.profile) std::printf("%s\n", trainer.explain().c_str());
+#if KILN_WITH_CUDA
+  if (opt.device.is_cuda() && kiln::runtime::Policy<Policies...>::persistent)
+    std::printf("training step graphs: %ld captured, %ld replayed\n", trainer.graph_captures(), trainer.graph_replays());
+#endif
+  return trainer.parameters();
+}
 
 }  // namespace
 
@@ -216,25 +259,15 @@ int main(int argc, char** argv) try {
   // The same validation characters whatever the context: the first 131072 (as 2048 windows of 64).
   const Windows train{&corpus.train, context}, valid{&corpus.valid, context, 131072 / context};
 
-  // The compiled step beside the eager one (kiln::Eager: one kernel per node).
-  if (opt.compare) {
-    const double compiled_ms = ms_per_step<>(args, weights, train, opt.device),
-                 eager_ms = ms_per_step<kiln::Eager>(args, weights, train, opt.device);
-    std::printf("step time (batch %ld x %ld chars): compiled %.1f ms, eager %.1f ms (%.2fx)\n", opt.batch, opt.context,
-                compiled_ms, eager_ms, eager_ms / compiled_ms);
-  }
-
-  // The Trainer prints its log (and on a terminal a progress bar) and writes it to
-  // opt.out/trainer_log.jsonl; scripts/plot_loss.py draws it.
-  kiln::Trainer<Model> trainer(args, weights, opt.device);
-  if (opt.profile) trainer.profile();
-  trainer.train(train);
-  std::printf("validation loss %.3f nats/char\n", trainer.evaluate(valid));
-  if (opt.profile) std::printf("%s\n", trainer.explain().c_str());
+  // --compile picks the policies of the Trainer's type (torch.compile's mode, as a type).
+  const auto trained = opt.compile == "none"              ? train_with<kiln::Eager>(opt, args, weights, train, valid)
+                       : opt.compile == "reduce-overhead" ? train_with<kiln::ReduceOverhead>(opt, args, weights, train, valid)
+                       : opt.compile == "max-autotune"    ? train_with<kiln::MaxAutotune>(opt, args, weights, train, valid)
+                                                          : train_with<>(opt, args, weights, train, valid);
 
   // The weights as a Hugging Face checkpoint, loaded back for generation with a static KV cache.
   const std::string model_dir = opt.out + "/model";
-  Model::save_pretrained(model_dir, config, trainer.parameters());
+  Model::save_pretrained(model_dir, config, trained);
   const auto lm = kiln::models::GPT2<float>::from_pretrained(model_dir, opt.device);
   auto fast = kiln::compile(lm);
   std::printf("saved %s; samples:\n", model_dir.c_str());

@@ -1,6 +1,7 @@
 // A compiled training step (MLP, ReLU, cross-entropy on class labels, AdamW, every update an
 // in-place kiln::assign) on the GPU in ReduceOverhead (CUDA graphs) and Default, against the
-// same step in float64 on the CPU over 5 steps: losses and every parameter and moment.
+// same step in float64 on the CPU over 5 and 100 steps: losses and every parameter and moment,
+// and in ReduceOverhead one graph captured for a loop of fresh batches and kept losses.
 #include "../reference.hpp"
 
 // Every case here is a GPU case (tests/test_main.cpp runs them with --on-gpu).
@@ -42,6 +43,14 @@ struct Mlp {
                  vb1 = s[7], mw2 = s[8], vw2 = s[9], mb2 = s[10], vb2 = s[11]);
     return l.to(kiln::Device::cpu())[0];
   }
+  // The step, its loss left on the device.
+  template <class F>
+  kiln::Tensor<T> keep_loss(F& f, const kiln::Tensor<T>& xt, const kiln::Tensor<T>& yt, const kiln::Tensor<T>& tt) {
+    auto& s = state;
+    auto [l] = f(x = xt, y = yt, t = tt, w1 = s[0], b1 = s[1], w2 = s[2], b2 = s[3], mw1 = s[4], vw1 = s[5], mb1 = s[6],
+                 vb1 = s[7], mw2 = s[8], vw2 = s[9], mb2 = s[10], vb2 = s[11]);
+    return std::move(l);
+  }
 };
 
 template <class T>
@@ -51,8 +60,10 @@ kiln::Tensor<T> cast(const kiln::Tensor<float>& a) {
   return t;
 }
 
+// steps training steps on fresh random batches; the GPU's losses are kept on the device (as a
+// logger keeps them), and its batches uploaded at each step.
 template <class Policy>
-void check_against_float64() {
+void check_against_float64(int steps) {
   constexpr std::size_t B = 32, In = 20, H = 48, C = 7;
   const std::vector<kiln::Tensor<float>> init = {
       kiln::randn<float>({In, H}, 1), kiln::randn<float>({H}, 2), kiln::randn<float>({H, C}, 3), kiln::randn<float>({C}, 4)};
@@ -81,16 +92,30 @@ void check_against_float64() {
   reorder(gpu.state);
   auto fc = kiln::compile<kiln::ReduceOverhead>(Mlp<double>::step());
   auto fg = kiln::compile<Policy>(Mlp<float>::step());
-  for (int step = 1; step <= 5; ++step) {
+  std::vector<double> cpu_losses;
+  std::vector<kiln::Tensor<float>> gpu_losses, batches;
+  for (int step = 1; step <= steps; ++step) {
     const auto xf = kiln::randn<float>({B, In}, 100 + step);
     kiln::Tensor<float> yf({B});
     for (std::size_t i = 0; i < B; ++i) yf[i] = static_cast<float>((i * 7 + step) % C);
     kiln::Tensor<float> tf({});
     tf[0] = static_cast<float>(step);
-    const double lc = cpu.run(fc, cast<double>(xf), cast<double>(yf), cast<double>(tf));
-    const double lg = gpu.run(fg, xf.cuda(), yf.cuda(), tf.cuda());
+    cpu_losses.push_back(cpu.run(fc, cast<double>(xf), cast<double>(yf), cast<double>(tf)));
+    for (const kiln::Tensor<float>* t : {&xf, static_cast<const kiln::Tensor<float>*>(&yf), static_cast<const kiln::Tensor<float>*>(&tf)})
+      batches.push_back(t->cuda());  // kept: new addresses every step
+    gpu_losses.push_back(gpu.keep_loss(fg, batches[batches.size() - 3], batches[batches.size() - 2], batches.back()));
+  }
+  for (int step = 1; step <= steps; ++step) {
+    const double lc = cpu_losses[static_cast<std::size_t>(step - 1)];
+    const double lg = gpu_losses[static_cast<std::size_t>(step - 1)].cpu()[0];
     CAPTURE(step);
     CHECK(std::abs(lg - lc) <= 1e-4 * std::abs(lc) + 1e-5);
+  }
+  if constexpr (kiln::runtime::Policy<Policy>::persistent) {
+    // Fresh batches and kept losses on every step: the second step captures the staged graph,
+    // every later one replays it.
+    CHECK(fg.graph_captures() == 1);
+    CHECK(fg.graph_replays() == steps - 2);
   }
   for (std::size_t p = 0; p < cpu.state.size(); ++p) {
     CAPTURE(p);
@@ -101,8 +126,11 @@ void check_against_float64() {
 }  // namespace
 
 TEST_CASE("training step on the GPU, ReduceOverhead (CUDA graphs), against float64 on the CPU") {
-  check_against_float64<kiln::ReduceOverhead>();
+  check_against_float64<kiln::ReduceOverhead>(5);
 }
-TEST_CASE("training step on the GPU, Default, against float64 on the CPU") { check_against_float64<kiln::Default>(); }
+TEST_CASE("100 training steps on the GPU in ReduceOverhead, fresh batches, kept losses: one capture") {
+  check_against_float64<kiln::ReduceOverhead>(100);
+}
+TEST_CASE("training step on the GPU, Default, against float64 on the CPU") { check_against_float64<kiln::Default>(5); }
 
 TEST_SUITE_END();

@@ -206,8 +206,9 @@ struct NodeInfo {
   int axis = 0;
   bool keep = false;
   bool all = false;
-  // Symbols: the hash of the name.
+  // Symbols: the hash of the name, and whether it is a kiln::param (else a kiln::input).
   std::uint64_t symbol_id = 0;
+  bool param = false;
   // Bit k set: operand k is read for its shape only (never loaded, never forces a buffer).
   unsigned shape_only = 0;
   bool column_index = false;  // kiln::column_index: its kernel evaluates j, the last-axis index
@@ -246,6 +247,7 @@ constexpr NodeInfo describe() {
   if constexpr (E::kind == NodeKind::Symbol) {
     n.name = E::name_type::chars;
     n.symbol_id = E::id;
+    if constexpr (requires { E::symbol_kind; }) n.param = E::symbol_kind == SymbolKind::Param;
   } else if constexpr (!requires { typename E::op_type; }) {
     n.name = "constant";
   } else {

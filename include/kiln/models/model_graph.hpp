@@ -57,6 +57,7 @@ class ForwardGraph {
       ++replays_;
       graph_->launch(stream);
     } else if (calls_ == 0) {
+      const cuda::DirectLaunches direct;  // the programs make no graphs of their own
       body();
     } else {
       graph_ = std::make_unique<cuda::CapturedLaunches>(stream, body);

@@ -150,18 +150,18 @@ class Compiled {
 
 #if KILN_WITH_CUDA
   // CUDA graphs of persistent policies, over every shape signature kept: how many were
-  // captured (first captures and re-captures for new tensor addresses) and how many calls
+  // captured (first captures and re-captures for new parameter addresses) and how many calls
   // replayed one.
   long graph_captures() const {
     const std::lock_guard<std::mutex> lock(mutex());
     long n = 0;
-    for (const auto& e : entries_) n += e->cuda.graphs ? e->cuda.graphs->captures() : 0;
+    for (const auto& e : entries_) n += e->cuda.captures();
     return n;
   }
   long graph_replays() const {
     const std::lock_guard<std::mutex> lock(mutex());
     long n = 0;
-    for (const auto& e : entries_) n += e->cuda.graphs ? e->cuda.graphs->replays() : 0;
+    for (const auto& e : entries_) n += e->cuda.replays();
     return n;
   }
 #endif

@@ -1,8 +1,8 @@
 // kiln: running a plan on a CUDA device. Kernels are launched on kiln's stream
 // (cuda::stream()). Under persistent policies (ReduceOverhead, MaxAutotune, CudaGraphs) the
 // arena is kept with the plan, the first call for a shape runs the kernels directly (and tunes,
-// under MaxAutotune), and later calls replay a CUDA graph of them (cuda::GraphCache: one per set
-// of tensor addresses). A call made while kiln's stream is being captured (a model's whole
+// under MaxAutotune), and later calls replay a CUDA graph of them (run: in place, one per set of
+// tensor addresses, or staged, the inputs and outputs copied through buffers of the plan). A call made while kiln's stream is being captured (a model's whole
 // forward as one graph, models/model_graph.hpp) enqueues its kernels into that capture.
 //
 // What the CUDA backend adds to the device-neutral plan, in refine: a cuBLASLt plan per GEMM,
@@ -45,9 +45,22 @@ class CudaExecutor {
   struct State {
     std::array<CudaKernelState, F::kArray> kernels;
     cuda::Buffer device_arena;  // persistent policies
-    std::unique_ptr<cuda::GraphCache> graphs;
     long device_calls = 0;
+    // Persistent policies' graphs (see run): those reading and writing every tensor where it
+    // lives, keyed by all their addresses; those staging the inputs and returned outputs
+    // through io_buffers (input symbol s at io_offset[s], returned output k at
+    // io_offset[kSymbols + k]), keyed by the params' and assign targets' addresses.
+    std::unique_ptr<cuda::GraphCache> graphs, staged_graphs;
+    std::vector<const void*> first_key;  // the first call's addresses
+    cuda::Buffer io_buffers;
+    std::array<std::size_t, F::kSymbols + F::NOut + 1> io_offset{}, io_bytes{};
+    long captures() const { return (graphs ? graphs->captures() : 0) + (staged_graphs ? staged_graphs->captures() : 0); }
+    long replays() const { return (graphs ? graphs->replays() : 0) + (staged_graphs ? staged_graphs->replays() : 0); }
   };
+  // Graphs kept per plan: in place (a few sets of addresses a benchmark or a decode loop
+  // alternates among), staged (one per set of parameters: a stack of layers run by one
+  // program, a per-parameter optimizer step).
+  static constexpr std::size_t kInPlaceGraphs = 4, kStagedGraphs = 256;
 
   // Checked before planning: a GEMM's cuBLASLt algorithms are chosen on the current device.
   static void check_device(const Device& d) {
@@ -93,6 +106,52 @@ class CudaExecutor {
       arena = static_cast<std::byte*>(call_arena.get());
     }
     for (std::size_t b = F::kFirstArenaBuffer; b < st.buffers.size(); ++b) ptr[b] = arena + st.buffers[b];
+    auto copy = [stream](void* dst, const void* src, std::size_t bytes) {
+      if (bytes > 0) KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    };
+    // Persistent policies replay a CUDA graph from the second call of a shape on (not while
+    // tuning, profiling, inside a caller's capture or a cuda::DirectLaunches scope). Two kinds,
+    // chosen per call:
+    //   in place  the kernels read and write every tensor where it lives, so the graph is kept
+    //             per set of all addresses (bound tensors and outputs). Taken when the call's
+    //             addresses are a kept graph's, or (the first graph of the plan) the first
+    //             call's: a benchmark or a loop over the same tensors, with no copy at all.
+    //   staged    otherwise (fresh inputs or kept outputs on every call, as in a training or
+    //             logging loop): the kiln::input values are copied into the plan's buffers
+    //             before the launch and the returned outputs out of them after it, so the graph
+    //             is kept per set of kiln::param (and assign-target) addresses only and replays
+    //             whatever tensors the inputs arrive in.
+    const bool graphed = Policy::persistent && cs.device_calls > 0 && !(Policy::autotune && !st.tuned) && !profiling &&
+                         !cuda::direct_launches() && !cuda::capturing(stream);
+    std::vector<const void*> key;
+    if (Policy::persistent && (graphed || cs.device_calls == 0)) {
+      key.assign(in.data.begin(), in.data.begin() + F::kSymbols);
+      for (int k = 0; k < F::NOut; ++k) key.push_back(ptr[F::kSymbols + k]);
+      if (cs.device_calls == 0) cs.first_key = key;
+    }
+    bool staged = false;
+    std::array<void*, F::NOut + 1> returned{};
+    if (graphed) {
+      if (!cs.graphs) {
+        cs.graphs = std::make_unique<cuda::GraphCache>(kInPlaceGraphs);
+        cs.staged_graphs = std::make_unique<cuda::GraphCache>(kStagedGraphs);
+      }
+      staged = !cs.graphs->contains(key) && !(cs.graphs->size() == 0 && cs.staged_graphs->size() == 0 && key == cs.first_key);
+    }
+    if (staged) {
+      graph_buffers(st, cs, in, dev);
+      std::byte* io = static_cast<std::byte*>(cs.io_buffers.get());
+      for (int s = 0; s < F::kSymbols; ++s)
+        if (!F::kInPlace[s]) {
+          copy(io + cs.io_offset[s], in.data[s], cs.io_bytes[s]);
+          ptr[s] = io + cs.io_offset[s];
+        }
+      for (int k = 0; k < F::NOut; ++k)
+        if (F::kAssignTarget[k] < 0) {
+          returned[k] = ptr[F::kSymbols + k];
+          ptr[F::kSymbols + k] = io + cs.io_offset[F::kSymbols + k];
+        }
+    }
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
       using Desc = typename Plan::template desc<G>;
@@ -101,9 +160,6 @@ class CudaExecutor {
       if constexpr (requires { pr.args.epilogue; })
         cs.kernels[G].bias_grad_out = pr.extra_buffer[0] >= 0 ? ptr[pr.extra_buffer[0]] : nullptr;
     });
-    auto copy = [stream](void* dst, const void* src, std::size_t bytes) {
-      KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
-    };
     auto launch_all = [&] {
       const bool batch = scalar_batch_safe(st, cs);
       if (batch) launch_scalar_batch(st, stream, std::make_index_sequence<F::kScalarKernels.count>{});
@@ -130,10 +186,14 @@ class CudaExecutor {
     } else if (profiling) {
       profile(st, cs, stream);
       finish_outputs<F>(st, in, ptr, copy);
-    } else if (Policy::persistent && cs.device_calls > 0 && !cuda::capturing(stream)) {
-      if (!cs.graphs) cs.graphs = std::make_unique<cuda::GraphCache>();
-      std::vector<const void*> key(in.data.begin(), in.data.begin() + F::kSymbols);
-      for (int k = 0; k < F::NOut; ++k) key.push_back(ptr[F::kSymbols + k]);
+    } else if (staged) {
+      std::vector<const void*> in_place;
+      for (int s = 0; s < F::kSymbols; ++s)
+        if (F::kInPlace[s]) in_place.push_back(in.data[s]);
+      cs.staged_graphs->run(in_place, stream, launch_all);
+      for (int k = 0; k < F::NOut; ++k)
+        if (F::kAssignTarget[k] < 0) copy(returned[k], ptr[F::kSymbols + k], cs.io_bytes[F::kSymbols + k]);
+    } else if (graphed) {
       cs.graphs->run(key, stream, launch_all);
     } else {
       launch_all();
@@ -144,6 +204,22 @@ class CudaExecutor {
   }
 
  private:
+  // The plan's input and output buffers of its graphs, allocated at its first graphed call (a
+  // plan serves one shape signature, so their sizes never change).
+  static void graph_buffers(const Plan& st, State& cs, const Inputs<F::kSymbols>& in, int dev) {
+    if (cs.io_buffers.get()) return;
+    std::size_t total = 0;
+    const auto place = [&](int i, std::size_t bytes) {
+      cs.io_offset[i] = total, cs.io_bytes[i] = bytes;
+      total += (bytes + 255) / 256 * 256;
+    };
+    for (int s = 0; s < F::kSymbols; ++s)
+      if (!F::kInPlace[s]) place(s, in.shapes[s].numel() * F::kElementSize[F::kSymbolNodes[s]]);
+    for (int k = 0; k < F::NOut; ++k)
+      if (F::kAssignTarget[k] < 0) place(F::kSymbols + k, st.node_bytes(F::graph().outputs[k]));
+    cs.io_buffers = cuda::Buffer(total > 0 ? total : 1, dev);
+  }
+
   template <int G>
   static void launch(Plan& st, State& cs, cudaStream_t stream) {
     using Desc = typename Plan::template desc<G>;

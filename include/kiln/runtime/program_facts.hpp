@@ -85,6 +85,18 @@ struct ProgramFacts {
     }
     return a;
   }();
+  // Symbols a CUDA graph reads or writes where the bound tensor lives (a kiln::param, or a
+  // kiln::assign target): the graphs of persistent policies are kept per set of their
+  // addresses. The other symbols (kiln::input) are copied into buffers of the plan.
+  static constexpr std::array<bool, kSymbols + 1> kInPlace = [] {
+    std::array<bool, kSymbols + 1> a{};
+    for (int s = 0; s < kSymbols; ++s) a[s] = program::graph.nodes[kSymbolNodes[s]].param;
+    for (int k = 0; k < NOut; ++k)
+      if (root_outputs<Root>::assigns[k])
+        for (int s = 0; s < kSymbols; ++s)
+          if (program::graph.nodes[kSymbolNodes[s]].symbol_id == root_outputs<Root>::targets[k]) a[s] = true;
+    return a;
+  }();
   static_assert([] {
     for (int k = 0; k < NOut; ++k)
       if (root_outputs<Root>::assigns[k] && kAssignTarget[k] < 0) return false;

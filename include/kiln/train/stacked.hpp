@@ -107,6 +107,13 @@ class StackedStep {
            "\nembedding (vector-Jacobian product):\n" + embed_backward_->explain();
   }
 
+  // Plans the programs dropped (Compiled::plans_dropped): a CUDA graph of the whole step bakes in
+  // their arenas and is valid while this count stays.
+  long plans_dropped() const {
+    return embed_.plans_dropped() + layer_.plans_dropped() + loss_.plans_dropped() + head_->plans_dropped() +
+           layer_backward_->plans_dropped() + embed_backward_->plans_dropped() + update_.plans_dropped();
+  }
+
   // Per-kernel timing of every program (kiln::compile's profile()): explain() then shows each
   // kernel's mean time per call.
   void profile(bool on = true) {
@@ -144,23 +151,34 @@ class StackedStep {
   // clipping.
   template <class Batch>
   std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
+    const auto [loss, norm] = step_on_device(batch, params, moments, hyper);
+    return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
+  }
+  // step(), the loss and the norm left on the device: every kernel of the step is enqueued on
+  // kiln's stream and nothing synchronises, so the whole step can be one CUDA graph (the
+  // Trainer's, under a policy with graphs).
+  template <class Batch>
+  std::pair<Tensor<T>, Tensor<T>> step_on_device(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
     Named grads;
-    const double loss = accumulate(batch, params, grads);
-    return {loss, update(grads, params, moments, hyper)};
+    Tensor<T> loss = accumulate_on_device(batch, params, grads);
+    return {std::move(loss), update_.apply_on_device([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper)};
   }
 
   // Adds a batch's gradients to grads (by parameter name) and returns its loss: the forward,
   // then the backward region by region.
   template <class Batch>
   double accumulate(const Batch& batch, Named& params, Named& grads) {
+    return static_cast<double>(widen(accumulate_on_device(batch, params, grads).cpu()[0]));
+  }
+  template <class Batch>
+  Tensor<T> accumulate_on_device(const Batch& batch, Named& params, Named& grads) {
     std::vector<SavedTensors> saved;
     const std::vector<Tensor<T>> xs = forward(batch, params, &saved);  // each layer's input, and the last output
-    Tensor<T> g;
-    double loss = 0;
+    Tensor<T> g, loss;
     {
       auto out = detail::call_with(
           *head_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = xs.back()}, detail::bind_named<T>(M::head_parameters(), params)));
-      loss = static_cast<double>(widen(std::get<0>(out).cpu()[0]));
+      loss = std::move(std::get<0>(out));
       g = std::move(std::get<1>(out));
       update_.template collect<2>(out, M::head_parameters(), "", grads);
     }

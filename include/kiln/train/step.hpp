@@ -188,6 +188,11 @@ class ParameterUpdate {
   // returned (before clipping).
   template <class ForEach>
   double apply(ForEach&& for_each, Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
+    return static_cast<double>(widen(apply_on_device(for_each, grads, params, moments, hyper).cpu()[0]));
+  }
+  // apply(), the norm left on the device (nothing synchronises: a CUDA graph can hold it).
+  template <class ForEach>
+  Tensor<T> apply_on_device(ForEach&& for_each, Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
     for_each([&](auto w, const std::string& name) {
       auto& u = std::get<decltype(w)::rank>(per_rank_).update;
       using U = std::remove_reference_t<decltype(u)>;
@@ -202,7 +207,20 @@ class ParameterUpdate {
               exp_avg_sq(U::p) = moments.at("exp_avg_sq." + name), U::g = grads.at(name), U::clip = factor,
               S::lr = hyper.lr, S::weight_decay = hyper.weight_decay, S::step = hyper.step);
     });
-    return static_cast<double>(widen(norm.cpu()[0]));
+    return norm;
+  }
+
+  // Plans its programs dropped (Compiled::plans_dropped).
+  long plans_dropped() const {
+    long n = clip_.plans_dropped();
+    std::apply([&](const auto&... r) {
+      ((n += [&] {
+          if constexpr (requires { r.update; })
+            return r.update.add_squares.plans_dropped() + r.update.adamw.plans_dropped() + r.add.program.plans_dropped();
+          else return 0L;
+        }()), ...);
+    }, per_rank_);
+    return n;
   }
 
  private:
@@ -279,6 +297,10 @@ class OneProgramStep {
   }
   std::string explain() const { return step_.explain(); }
   void profile(bool on) { step_.profile(on), eval_.profile(on); }
+#if KILN_WITH_CUDA
+  long graph_captures() const { return step_.graph_captures(); }
+  long graph_replays() const { return step_.graph_replays(); }
+#endif
 
   template <class Batch>
   double loss(const Batch& batch, Named& params) {

@@ -1,14 +1,17 @@
 // kiln: CUDA graphs for ReduceOverhead. A compiled call's kernels are captured once and
 // replayed with one cudaGraphLaunch. A graph bakes in every address its kernels touch, so
-// graphs are kept per key: the addresses of the bound tensors and outputs (the arena is the
-// plan's own and fixed). A call whose addresses match a kept graph replays it; otherwise the
-// kernels are captured again, into the least recently used graph's executable when the cache
-// is full (cudaGraphExecUpdate, cheaper than instantiating) or into a new one. No tensor is
-// ever copied into a static buffer, and an output is written where the caller's tensor lives.
+// graphs are kept per key (GraphCache), a list of addresses that the caller chooses
+// (runtime/cuda_executor.hpp: every bound tensor's and output's, or the params' only when the
+// inputs and outputs go through buffers of the plan). A call whose key matches a kept graph
+// replays it; otherwise the kernels are captured again, into the least recently used graph's
+// executable when the cache is full (cudaGraphExecUpdate, cheaper than instantiating) or into
+// a new one.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -16,10 +19,12 @@
 
 namespace kiln::cuda {
 
-// The graph of what launch_all() enqueues on `stream` (captured, not run).
+// The graph of what launch_all() enqueues on `stream` (captured, not run). Relaxed mode lets
+// launch_all() call cudaMalloc (PooledGraph's first allocations in its pool).
 template <class Launch>
-cudaGraph_t capture_graph(cudaStream_t stream, Launch& launch_all) {
-  KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+cudaGraph_t capture_graph(cudaStream_t stream, Launch& launch_all,
+                          cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal) {
+  KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, mode));
   cudaGraph_t graph = nullptr;
   try {
     launch_all();
@@ -38,8 +43,8 @@ cudaGraph_t capture_graph(cudaStream_t stream, Launch& launch_all) {
 class CapturedLaunches {
  public:
   template <class Launch>
-  CapturedLaunches(cudaStream_t stream, Launch&& launch_all) {
-    cudaGraph_t graph = capture_graph(stream, launch_all);
+  CapturedLaunches(cudaStream_t stream, Launch&& launch_all, cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal) {
+    cudaGraph_t graph = capture_graph(stream, launch_all, mode);
     const cudaError_t e = cudaGraphInstantiate(&exec_, graph, 0);
     (void)cudaGraphDestroy(graph);
     KILN_CUDA_CHECK(e);
@@ -71,15 +76,83 @@ class PinnedBytes {
   std::size_t bytes_;
 };
 
+// A sequence of kiln calls (a training step: dozens of compiled programs) run as one CUDA
+// graph. The first run() calls body() (which enqueues its work on kiln's stream), the second
+// captures body() with the device memory it allocates coming from a private pool (Allocator,
+// PoolScope), and later ones replay that graph with one cudaGraphLaunch: the blocks of the
+// tensors body() made and freed stay reserved for the graph, and the tensors it keeps (where it
+// stores its results) are rewritten by every replay. A graph bakes in every address, so `key`
+// lists the addresses body() reads and writes outside its own allocations (parameters, static
+// inputs), and plans_dropped is the sum of the programs' Compiled::plans_dropped() (their
+// arenas are baked in too): a new key or count drops the graph and its pool, and the next two
+// calls run and capture again. A body that cannot be captured (it synchronises, say) is run
+// directly from then on.
+class PooledGraph {
+ public:
+  PooledGraph() = default;
+  PooledGraph(const PooledGraph&) = delete;
+  PooledGraph& operator=(const PooledGraph&) = delete;
+  ~PooledGraph() { reset(); }
+
+  template <class Body>
+  void run(const std::vector<const void*>& key, long plans_dropped, Body&& body) {
+    if (key != key_ || plans_dropped != dropped_) {
+      reset();
+      key_ = key, dropped_ = plans_dropped;
+    }
+    cudaStream_t stream = cuda::stream();
+    if (graph_) {
+      ++replays_;
+      graph_->launch(stream);
+      return;
+    }
+    if (direct_) return body();
+    if (calls_++ == 0) {
+      const DirectLaunches direct;
+      return body();
+    }
+    pool_ = Allocator::instance().new_pool();
+    try {
+      const PoolScope scope(pool_);
+      graph_ = std::make_unique<CapturedLaunches>(stream, body, cudaStreamCaptureModeRelaxed);
+    } catch (const CudaError&) {
+      reset();
+      direct_ = true;
+      return body();
+    }
+    ++captures_;
+    graph_->launch(stream);
+  }
+  // Drops the graph and its pool: the next two run() calls run and capture again.
+  void reset() {
+    graph_.reset();
+    if (pool_) Allocator::instance().drop_pool(pool_);
+    pool_ = 0, calls_ = 0;
+  }
+  long captures() const { return captures_; }
+  long replays() const { return replays_; }
+
+ private:
+  std::unique_ptr<CapturedLaunches> graph_;
+  std::vector<const void*> key_;
+  std::uint64_t pool_ = 0;
+  long calls_ = 0, captures_ = 0, replays_ = 0, dropped_ = 0;
+  bool direct_ = false;
+};
+
 class GraphCache {
  public:
-  static constexpr std::size_t kMaxGraphs = 4;
-
-  GraphCache() = default;
+  explicit GraphCache(std::size_t capacity) : capacity_(capacity) {}
   GraphCache(const GraphCache&) = delete;
   GraphCache& operator=(const GraphCache&) = delete;
   ~GraphCache() {
     for (auto& e : entries_) (void)cudaGraphExecDestroy(e.exec);
+  }
+
+  bool contains(const std::vector<const void*>& key) const {
+    for (const auto& e : entries_)
+      if (e.key == key) return true;
+    return false;
   }
 
   // Replays the graph kept for `key`, or captures launch_all() on `stream` and replays that.
@@ -94,7 +167,7 @@ class GraphCache {
       }
     cudaGraph_t graph = capture_graph(stream, launch_all);
     cudaGraphExec_t exec = nullptr;
-    if (entries_.size() == kMaxGraphs) {
+    if (entries_.size() == capacity_) {
       Entry& lru = entries_.back();
       cudaGraphExecUpdateResultInfo info;
       if (cudaGraphExecUpdate(lru.exec, graph, &info) == cudaSuccess) {
@@ -125,6 +198,7 @@ class GraphCache {
     std::vector<const void*> key;
     cudaGraphExec_t exec;
   };
+  std::size_t capacity_;
   std::vector<Entry> entries_;  // most recently used first
   long captures_ = 0, replays_ = 0;
 };

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -145,6 +146,24 @@ inline bool capturing(cudaStream_t s) {
   return status == cudaStreamCaptureStatusActive;
 }
 
+// While a DirectLaunches scope is alive on a thread, compiled calls there launch their kernels
+// directly rather than through CUDA graphs of their own: the first run of a sequence of calls
+// that the next run captures as one graph (PooledGraph) makes no graphs it would never use.
+inline bool& direct_launches() {
+  thread_local bool on = false;
+  return on;
+}
+class DirectLaunches {
+ public:
+  DirectLaunches() : previous_(direct_launches()) { direct_launches() = true; }
+  DirectLaunches(const DirectLaunches&) = delete;
+  DirectLaunches& operator=(const DirectLaunches&) = delete;
+  ~DirectLaunches() { direct_launches() = previous_; }
+
+ private:
+  bool previous_;
+};
+
 // A CUDA event, destroyed with its scope (so a throwing launch leaks none).
 class Event {
  public:
@@ -195,8 +214,9 @@ class Allocator {
     } restore{device, prev};
     const std::size_t size = rounded(bytes);
     cudaStream_t s = stream();
+    const std::uint64_t pool = active_pool();
     std::lock_guard<std::mutex> lock(mutex_);
-    auto& list = free_[Key{device, s, size}];
+    auto& list = free_[Key{device, s, size, pool}];
     void* p = nullptr;
     if (!list.empty()) {
       p = list.back();
@@ -221,7 +241,7 @@ class Allocator {
       check(e, "cudaMalloc", __FILE__, __LINE__);
       ++stats_.cuda_mallocs;
     }
-    blocks_[p] = Key{device, s, size};
+    blocks_[p] = Key{device, s, size, pool};
     stats_.allocated_bytes += size;
     stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.allocated_bytes);
     return p;
@@ -241,6 +261,36 @@ class Allocator {
     } catch (...) {
       (void)cudaFree(p);
     }
+  }
+
+  // Private pools. While a PoolScope is alive on a thread, kiln's allocations on that thread
+  // come from its pool: a block freed (on any thread) goes back to its pool's free list, and
+  // only an allocation in that pool takes it again. A CUDA graph captured while its pool is
+  // active (PooledGraph) thus keeps every block its kernels touch to itself, for its replays.
+  // drop_pool frees the pool's free blocks; its blocks still in use go back to the shared
+  // cache when they are freed.
+  std::uint64_t new_pool() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ++pools_;
+  }
+  void drop_pool(std::uint64_t pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    (void)cudaStreamSynchronize(stream());
+    for (auto it = free_.begin(); it != free_.end();) {
+      if (it->first.pool == pool) {
+        for (void* p : it->second) (void)cudaFree(p);
+        stats_.cached_bytes -= it->first.size * it->second.size();
+        it = free_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& [p, k] : blocks_)
+      if (k.pool == pool) k.pool = 0;
+  }
+  static std::uint64_t& active_pool() {
+    thread_local std::uint64_t pool = 0;
+    return pool;
   }
 
   // Gives every cached block of `device` back to the driver.
@@ -263,16 +313,18 @@ class Allocator {
     int device;
     cudaStream_t stream;
     std::size_t size;
+    std::uint64_t pool;  // 0: the shared cache
     bool operator<(const Key& o) const {
       if (device != o.device) return device < o.device;
       if (stream != o.stream) return std::less<cudaStream_t>()(stream, o.stream);
-      return size < o.size;
+      if (size != o.size) return size < o.size;
+      return pool < o.pool;
     }
   };
-  void release_cached(int device) {  // mutex held
+  void release_cached(int device) {  // mutex held; private pools keep their blocks
     (void)cudaDeviceSynchronize();
     for (auto& [k, list] : free_) {
-      if (k.device != device) continue;
+      if (k.device != device || k.pool != 0) continue;
       for (void* p : list) (void)cudaFree(p);
       stats_.cached_bytes -= k.size * list.size();
       list.clear();
@@ -282,6 +334,19 @@ class Allocator {
   std::map<Key, std::vector<void*>> free_;
   std::unordered_map<void*, Key> blocks_;
   MemoryStats stats_;
+  std::uint64_t pools_ = 0;
+};
+
+// Makes `pool` the calling thread's pool (Allocator::new_pool) for the scope's lifetime.
+class PoolScope {
+ public:
+  explicit PoolScope(std::uint64_t pool) : previous_(Allocator::active_pool()) { Allocator::active_pool() = pool; }
+  PoolScope(const PoolScope&) = delete;
+  PoolScope& operator=(const PoolScope&) = delete;
+  ~PoolScope() { Allocator::active_pool() = previous_; }
+
+ private:
+  std::uint64_t previous_;
 };
 
 inline MemoryStats memory_stats() { return Allocator::instance().stats(); }
