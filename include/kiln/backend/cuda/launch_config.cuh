@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <unordered_map>
 
 #include "kiln/backend/cuda/runtime.hpp"
@@ -79,6 +80,43 @@ void allow_dynamic_smem(std::size_t bytes) {
   done = bytes;
 }
 
+// The most threads per block `Kernel` can launch with on the current device: fewer than 1024
+// when its registers per thread do not fit a block of 1024 (65536 registers per block). Asked
+// once per device.
+template <auto Kernel>
+int max_threads_per_block() {
+  thread_local std::unordered_map<int, int> known;
+  const int device = current_device();
+  auto it = known.find(device);
+  if (it == known.end()) {
+    cudaFuncAttributes fa{};
+    KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, Kernel));
+    it = known.emplace(device, fa.maxThreadsPerBlock).first;
+  }
+  return it->second;
+}
+
+// A failed launch, as a CudaError naming the kernel, its launch shape and what it needs: a
+// kernel whose registers per thread do not fit the block (cudaErrorLaunchOutOfResources) is
+// named, with its register count and the largest block it can run.
+[[noreturn]] inline void launch_failed(cudaError_t e, const void* kernel, dim3 blocks, dim3 threads, std::size_t smem) {
+  (void)cudaGetLastError();
+  const char* name = nullptr;
+  if (cudaFuncGetName(&name, kernel) != cudaSuccess || !name) name = "(unnamed)";
+  cudaFuncAttributes fa{};
+  const bool known = cudaFuncGetAttributes(&fa, kernel) == cudaSuccess;
+  (void)cudaGetLastError();
+  std::string msg = std::string("kiln: launching ") + name + " with " + std::to_string(blocks.x * blocks.y * blocks.z) +
+                    " blocks of " + std::to_string(threads.x * threads.y * threads.z) + " threads and " +
+                    std::to_string(smem) + " bytes of dynamic shared memory failed: " + cudaGetErrorName(e) + " (" +
+                    cudaGetErrorString(e) + ")";
+  if (known)
+    msg += "; the kernel uses " + std::to_string(fa.numRegs) + " registers per thread and " +
+           std::to_string(fa.sharedSizeBytes) + " bytes of static shared memory, and runs at most " +
+           std::to_string(fa.maxThreadsPerBlock) + " threads per block";
+  throw CudaError(msg, static_cast<int>(e));
+}
+
 template <auto Kernel, class... Args>
 void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, const Args&... args) {
   // Only a device with it (Hopper on), and code that waits (compiled for sm_90 on; asked once
@@ -88,7 +126,8 @@ void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStre
   auto it = waits.find(device);
   if (it == waits.end()) it = waits.emplace(device, device_has_clusters() && code_arch(Kernel) >= 90).first;
   const KernelLaunch launch(blocks, threads, smem, stream, dim3(1), it->second);
-  KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, Kernel, args...));
+  const cudaError_t e = cudaLaunchKernelEx(&launch.config, Kernel, args...);
+  if (e != cudaSuccess) launch_failed(e, reinterpret_cast<const void*>(Kernel), blocks, threads, smem);
 }
 
 // A grid-stride loop over `work` items (the copy and convert kinds): cfg's threads per block (256

@@ -189,15 +189,26 @@ struct ReduceToKernelCuda<lower::ReduceToKernel<T, Tree, NL, NC>> {
     if (a.out_numel == 0) return;
     bool columns = a.out_inner != 0;
     for (int d = 0; d < a.nrow_dims; ++d) columns = columns && a.out_outer[d] == 0;
-    // Columns: Y up to 32 rows at once, each thread summing at least 8 (kiln's choice).
-    const int threads = cfg.threads > 0 ? cfg.threads
-                        : columns ? kReduceToColumns * static_cast<int>(std::clamp<index_t>((a.rows + 7) / 8, 1, 32))
-                                  : 256;
+    if (columns) launch<true>(a, cfg, stream);
+    else launch<false>(a, cfg, stream);
+  }
+
+ private:
+  // Columns: Y up to 32 rows at once, each thread summing at least 8 (kiln's choice), as many
+  // as the kernel's registers allow (a block of 1024 threads holds 64 registers per thread; a
+  // long fused expression takes more).
+  template <bool Columns>
+  static void launch(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream) {
+    constexpr auto kernel = &reduce_to_kernel<Desc, Columns, Args>;
+    const int wanted = cfg.threads > 0 ? cfg.threads
+                       : Columns ? kReduceToColumns * static_cast<int>(std::clamp<index_t>((a.rows + 7) / 8, 1, 32))
+                                 : 256;
+    const int fit = max_threads_per_block<kernel>() / kReduceToColumns * kReduceToColumns;
+    const int threads = std::max(kReduceToColumns, std::min(wanted, fit));
     const dim3 block(kReduceToColumns, static_cast<unsigned>(threads / kReduceToColumns));
     const auto blocks = static_cast<unsigned>((a.out_numel + kReduceToColumns - 1) / kReduceToColumns);
-    const std::size_t smem = sizeof(compute_t<T>) * threads;
-    if (columns) launch_after_previous<&reduce_to_kernel<Desc, true, Args>>(blocks, block, smem, stream, a);
-    else launch_after_previous<&reduce_to_kernel<Desc, false, Args>>(blocks, block, smem, stream, a);
+    const std::size_t smem = sizeof(compute_t<T>) * static_cast<std::size_t>(threads);
+    launch_after_previous<kernel>(blocks, block, smem, stream, a);
     KILN_CUDA_CHECK(cudaGetLastError());
   }
 };
