@@ -2,8 +2,10 @@
 // (cuda::stream()). Under persistent policies (ReduceOverhead, MaxAutotune, CudaGraphs) the
 // arena is kept with the plan, the first call for a shape runs the kernels directly (and tunes,
 // under MaxAutotune), and later calls replay a CUDA graph of them (run: in place, one per set of
-// tensor addresses, or staged, the inputs and outputs copied through buffers of the plan). A call made while kiln's stream is being captured (a model's whole
-// forward as one graph, models/model_graph.hpp) enqueues its kernels into that capture.
+// tensor addresses, or staged, the inputs and outputs copied through buffers of the plan). A
+// call made while kiln's stream is being captured (a model's whole forward, or a training step,
+// as one graph: models/model_graph.hpp, cuda::PooledGraph) enqueues its kernels into that
+// capture.
 //
 // What the CUDA backend adds to the device-neutral plan, in refine: a cuBLASLt plan per GEMM,
 // and bias gradients folded into their GEMM (cuBLASLt's BGRADA). Per call: the scalar kernels
