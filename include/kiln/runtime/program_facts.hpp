@@ -92,9 +92,7 @@ struct ProgramFacts {
     std::array<bool, kSymbols + 1> a{};
     for (int s = 0; s < kSymbols; ++s) a[s] = program::graph.nodes[kSymbolNodes[s]].param;
     for (int k = 0; k < NOut; ++k)
-      if (root_outputs<Root>::assigns[k])
-        for (int s = 0; s < kSymbols; ++s)
-          if (program::graph.nodes[kSymbolNodes[s]].symbol_id == root_outputs<Root>::targets[k]) a[s] = true;
+      if (kAssignTarget[k] >= 0) a[kAssignTarget[k]] = true;
     return a;
   }();
   static_assert([] {

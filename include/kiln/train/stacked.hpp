@@ -149,14 +149,39 @@ class StackedStep {
   // One update of params and moments (exp_avg.<name>, exp_avg_sq.<name>) from a batch, with the
   // run-time hyper-parameters of train/step.hpp. Returns the loss and the gradient norm before
   // clipping.
+  //
+  // Under a policy with CUDA graphs, on a CUDA device, the whole step (dozens of compiled calls:
+  // every layer forward and backward, the update of each parameter) is one CUDA graph
+  // (cuda::PooledGraph): run, captured, then replayed with one launch per step. The graph reads
+  // the batch's tensors, the parameters, the moments and the hyper-parameters' block where they
+  // live, so those addresses are its key: a caller keeps them put from step to step (the
+  // Trainer's static batch tensors) and replays one graph per batch shape.
   template <class Batch>
   std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
-    const auto [loss, norm] = step_on_device(batch, params, moments, hyper);
+    Tensor<T> loss, norm;
+#if KILN_WITH_CUDA
+    if (kStepGraph && hyper.lr.device().is_cuda()) {
+      std::vector<const void*> key;
+      for (const auto* named : {&params, &moments})
+        for (const auto& [name, t] : *named) key.push_back(t.data());
+      key.push_back(hyper.lr.data());
+      std::apply([&](const auto&... b) { (key.push_back(b.tensor->data()), ...); }, batch);
+      step_graph_.run(key, plans_dropped(),
+                      [&] { std::tie(step_loss_, step_norm_) = step_on_device(batch, params, moments, hyper); });
+      loss = step_loss_, norm = step_norm_;
+    } else
+#endif
+      std::tie(loss, norm) = step_on_device(batch, params, moments, hyper);
     return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
   }
+#if KILN_WITH_CUDA
+  // The step's CUDA graphs (step() under a policy with graphs, on a CUDA device): how many were
+  // captured, and how many steps replayed one.
+  long graph_captures() const { return step_graph_.captures(); }
+  long graph_replays() const { return step_graph_.replays(); }
+#endif
   // step(), the loss and the norm left on the device: every kernel of the step is enqueued on
-  // kiln's stream and nothing synchronises, so the whole step can be one CUDA graph (the
-  // Trainer's, under a policy with graphs).
+  // kiln's stream and nothing synchronises, so the whole step can be one CUDA graph.
   template <class Batch>
   std::pair<Tensor<T>, Tensor<T>> step_on_device(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
     Named grads;
@@ -304,6 +329,11 @@ class StackedStep {
     return std::apply([](const auto&... g) { return outputs(g...); }, layer_vjp_grads());
   }
 
+  static constexpr bool kStepGraph = runtime::Policy<Policies...>::persistent;
+#if KILN_WITH_CUDA
+  cuda::PooledGraph step_graph_;
+  Tensor<T> step_loss_, step_norm_;  // where the step's graph writes the loss and the gradient norm
+#endif
   using HeadProgram = decltype(compile<Policies...>(head_program(M::head_parameters())));
   using LayerBackward = decltype(compile<Policies...>(layer_vjp()));
   using EmbedBackward = decltype(compile<Policies...>(vjp_program(M::embed(), M::embed_parameters())));

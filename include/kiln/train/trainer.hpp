@@ -159,16 +159,8 @@ class Trainer {
   // The CUDA graphs of the training steps (a policy with graphs, on a CUDA device): how many
   // were captured and how many steps replayed one. A stacked model's whole step is one graph,
   // a one-program model's step is its program's graph.
-  long graph_captures() const {
-    if constexpr (kStepGraph) return step_graph_.captures();
-    else if constexpr (requires { engine_.graph_captures(); }) return engine_.graph_captures();
-    else return 0;
-  }
-  long graph_replays() const {
-    if constexpr (kStepGraph) return step_graph_.replays();
-    else if constexpr (requires { engine_.graph_replays(); }) return engine_.graph_replays();
-    else return 0;
-  }
+  long graph_captures() const { return engine_.graph_captures(); }
+  long graph_replays() const { return engine_.graph_replays(); }
 #endif
   const std::vector<LogRecord>& log_history() const { return log_; }
   // The compiled training step's plan (kiln::Compiled::explain); after profile(), with each
@@ -406,34 +398,8 @@ class Trainer {
   template <class Bound>
   std::pair<double, double> run_step(const Bound& batch, double lr) {
     hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0);
-#if KILN_WITH_CUDA
-    if constexpr (kStepGraph)
-      if (device_.is_cuda()) return graphed_step(batch);
-#endif
     return engine_.step(batch, params_, moments_, hyper_);
   }
-
-#if KILN_WITH_CUDA
-  // Under a policy with CUDA graphs, a stacked model's step (dozens of compiled calls: every
-  // layer forward and backward, the update of each parameter) is one CUDA graph on a CUDA
-  // device (cuda::PooledGraph): run, captured, then replayed with one launch per step. It
-  // reads the batch's static tensors, the parameters, the moments and the hyper-parameters'
-  // block where they live, so those addresses are its key.
-  static constexpr bool kStepGraph = runtime::Policy<Policies...>::persistent && train::StackedModel<Model>;
-  template <class Bound>
-  std::pair<double, double> graphed_step(const Bound& batch) {
-    std::vector<const void*> key;
-    for (const auto* named : {&params_, &moments_})
-      for (const auto& [name, t] : *named) key.push_back(t.data());
-    key.push_back(hyper_.lr.data());
-    std::apply([&](const auto&... b) { (key.push_back(b.tensor->data()), ...); }, batch);
-    step_graph_.run(key, engine_.plans_dropped(), [&] {
-      std::tie(step_loss_, step_norm_) = engine_.step_on_device(batch, params_, moments_, hyper_);
-    });
-    return {static_cast<double>(widen(step_loss_.cpu()[0])), static_cast<double>(widen(step_norm_.cpu()[0]))};
-  }
-#endif
-
 
   std::vector<std::size_t> epoch_order(std::size_t n) const {
     std::vector<std::size_t> order(n);
@@ -559,10 +525,6 @@ class Trainer {
   Parameters params_, moments_;
   train::Hyper<T> hyper_{device_};
   Engine engine_;
-#if KILN_WITH_CUDA
-  cuda::PooledGraph step_graph_;
-  Tensor<T> step_loss_, step_norm_;  // where the step's graph writes the loss and the gradient norm
-#endif
   long global_step_ = 0, epoch_ = 0, total_ = 0;
   double epoch_fraction_ = 0;  // epochs done, with the fraction of the current one
   std::size_t step_in_epoch_ = 0;

@@ -439,8 +439,7 @@ struct AttentionCuda<lower::AttentionKernel<T, Part, Causal, NL, I>> {
   static bool tensor_cores(const Args& a, cudaStream_t stream) {
     if (a.head_dim != D || a.v_dim != D || !rows_aligned(a, Desc::q_slot, Desc::v_slot)) return false;
     constexpr auto kernel = &attention_tc_kernel<T, D, Causal, NL, I>;
-    static const bool runs = code_arch(kernel) >= 80;
-    if (!runs) return false;
+    if (kernel_attributes<kernel>().ptxVersion < 80) return false;
     constexpr std::size_t smem = attention_tc_smem<D>;
     allow_dynamic_smem<kernel>(smem);
     const index_t blocks = a.batch * a.heads * ((a.q_len + kAttnTcRows - 1) / kAttnTcRows);

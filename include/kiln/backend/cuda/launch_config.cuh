@@ -14,16 +14,6 @@
 
 namespace kiln::cuda {
 
-// The virtual architecture a kernel's code was compiled for (compute_XY as XY: its
-// __CUDA_ARCH__ / 10), on the current device. Code for an older one runs on Hopper (its PTX
-// compiled at load) without what kiln guards with __CUDA_ARCH__ >= 900: clusters, waits.
-template <class Kernel>
-int code_arch(Kernel* kernel) {
-  cudaFuncAttributes fa{};
-  KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
-  return fa.ptxVersion;
-}
-
 // Programmatic dependent launch (Hopper): a kernel launched with launch_after_previous may
 // start while the kernel before it on the stream is still running; before it touches global
 // memory it waits for that kernel to complete (and its writes to be visible), and once it has
@@ -39,7 +29,7 @@ __device__ __forceinline__ void await_previous_kernel() {
 // A launch's configuration for cudaLaunchKernelEx, with its attributes: thread-block clusters
 // of `cluster` blocks (none where that is one block) and a programmatic dependent launch
 // (`dependent`: only for a kernel that calls await_previous_kernel first and whose code waits,
-// code_arch >= 90). Not copyable: config points at attrs.
+// compiled for sm_90 on). Not copyable: config points at attrs.
 struct KernelLaunch {
   cudaLaunchConfig_t config{};
   cudaLaunchAttribute attrs[2]{};
@@ -80,36 +70,43 @@ void allow_dynamic_smem(std::size_t bytes) {
   done = bytes;
 }
 
-// The most threads per block `Kernel` can launch with on the current device: fewer than 1024
-// when its registers per thread do not fit a block of 1024 (65536 registers per block). Asked
-// once per device.
+// What the runtime knows of a kernel on the current device (registers, the largest block, the
+// virtual architecture its code was compiled for): asked once per device and kernel.
 template <auto Kernel>
-int max_threads_per_block() {
-  thread_local std::unordered_map<int, int> known;
+const cudaFuncAttributes& kernel_attributes() {
+  thread_local std::unordered_map<int, cudaFuncAttributes> known;
   const int device = current_device();
   auto it = known.find(device);
   if (it == known.end()) {
     cudaFuncAttributes fa{};
     KILN_CUDA_CHECK(cudaFuncGetAttributes(&fa, Kernel));
-    it = known.emplace(device, fa.maxThreadsPerBlock).first;
+    it = known.emplace(device, fa).first;
   }
   return it->second;
+}
+
+// The most threads per block `Kernel` can launch with on the current device: fewer than 1024
+// when its registers per thread do not fit a block of 1024 (65536 registers per block).
+template <auto Kernel>
+int max_threads_per_block() {
+  return kernel_attributes<Kernel>().maxThreadsPerBlock;
 }
 
 // A failed launch, as a CudaError naming the kernel, its launch shape and what it needs: a
 // kernel whose registers per thread do not fit the block (cudaErrorLaunchOutOfResources) is
 // named, with its register count and the largest block it can run.
-[[noreturn]] inline void launch_failed(cudaError_t e, const void* kernel, dim3 blocks, dim3 threads, std::size_t smem) {
+[[noreturn]] inline void launch_failed(cudaError_t e, const void* kernel, const cudaLaunchConfig_t& config) {
   (void)cudaGetLastError();
   const char* name = nullptr;
   if (cudaFuncGetName(&name, kernel) != cudaSuccess || !name) name = "(unnamed)";
   cudaFuncAttributes fa{};
   const bool known = cudaFuncGetAttributes(&fa, kernel) == cudaSuccess;
   (void)cudaGetLastError();
+  const dim3 blocks = config.gridDim, threads = config.blockDim;
   std::string msg = std::string("kiln: launching ") + name + " with " + std::to_string(blocks.x * blocks.y * blocks.z) +
                     " blocks of " + std::to_string(threads.x * threads.y * threads.z) + " threads and " +
-                    std::to_string(smem) + " bytes of dynamic shared memory failed: " + cudaGetErrorName(e) + " (" +
-                    cudaGetErrorString(e) + ")";
+                    std::to_string(config.dynamicSmemBytes) + " bytes of dynamic shared memory failed: " +
+                    cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
   if (known)
     msg += "; the kernel uses " + std::to_string(fa.numRegs) + " registers per thread and " +
            std::to_string(fa.sharedSizeBytes) + " bytes of static shared memory, and runs at most " +
@@ -117,17 +114,19 @@ int max_threads_per_block() {
   throw CudaError(msg, static_cast<int>(e));
 }
 
+// Every launch of kiln's own kernels goes through here: a failure names the kernel and its shape.
+template <auto Kernel, class... Args>
+void launch_kernel(const KernelLaunch& l, const Args&... args) {
+  const cudaError_t e = cudaLaunchKernelEx(&l.config, Kernel, args...);
+  if (e != cudaSuccess) launch_failed(e, reinterpret_cast<const void*>(Kernel), l.config);
+}
+
 template <auto Kernel, class... Args>
 void launch_after_previous(dim3 blocks, dim3 threads, std::size_t smem, cudaStream_t stream, const Args&... args) {
-  // Only a device with it (Hopper on), and code that waits (compiled for sm_90 on; asked once
-  // per device): other code is launched in stream order.
-  thread_local std::unordered_map<int, bool> waits;
-  const int device = current_device();
-  auto it = waits.find(device);
-  if (it == waits.end()) it = waits.emplace(device, device_has_clusters() && code_arch(Kernel) >= 90).first;
-  const KernelLaunch launch(blocks, threads, smem, stream, dim3(1), it->second);
-  const cudaError_t e = cudaLaunchKernelEx(&launch.config, Kernel, args...);
-  if (e != cudaSuccess) launch_failed(e, reinterpret_cast<const void*>(Kernel), blocks, threads, smem);
+  // Only a device with it (Hopper on), and code that waits (compiled for sm_90 on): other code
+  // is launched in stream order.
+  const bool waits = device_has_clusters() && kernel_attributes<Kernel>().ptxVersion >= 90;
+  launch_kernel<Kernel>(KernelLaunch(blocks, threads, smem, stream, dim3(1), waits), args...);
 }
 
 // A grid-stride loop over `work` items (the copy and convert kinds): cfg's threads per block (256

@@ -121,7 +121,7 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
   // cleared); the caller streams the rows then.
   template <int R>
   static bool reduce_split(const Args& a, index_t nu, cudaStream_t stream) {
-    auto* const kernel = &row_reduce_kernel<RegisterDesc, false, false, W, R, false, true, Args>;
+    constexpr auto kernel = &row_reduce_kernel<RegisterDesc, false, false, W, R, false, true, Args>;
     constexpr int group = kRowRegisterThreads;
     if (nu > index_t{group} * R * kRowClusterMax) return false;
     int ranks = 2;
@@ -135,15 +135,15 @@ struct RowKernelCuda<lower::RowKernel<T, Out, lower::TypeList<Stages...>, NL, NC
       // Asked without a stream (a capturing stream is not to be touched by queries).
       const KernelLaunch query(blocks, threads, 0, nullptr, cluster, false);
       int clusters = 0;
-      bool ok = code_arch(kernel) >= 90;
+      bool ok = kernel_attributes<kernel>().ptxVersion >= 90;
       if (ok && ranks > 8) ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
       ok = ok && cudaOccupancyMaxActiveClusters(&clusters, kernel, &query.config) == cudaSuccess && clusters > 0;
       if (!ok) (void)cudaGetLastError();  // a refused size is not an error of the call
       it = runs.emplace(key, ok).first;
     }
     if (!it->second) return false;
-    const KernelLaunch launch(blocks, threads, 0, stream, cluster, true);  // code_arch >= 90 held above
-    KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, a));
+    const KernelLaunch launch(blocks, threads, 0, stream, cluster, true);  // sm_90 code, checked above
+    launch_kernel<kernel>(launch, a);
     return true;
   }
   // Streamed rows: without row caches, a softmax's max and sum are one pass (online) where the

@@ -224,14 +224,14 @@ struct SmallGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     // The kernel's code must be compiled for sm_90 for clusters (code for an older architecture
     // run on Hopper through its PTX would reach the __trap): say so instead. Such code does not
     // wait for the previous kernel either (griddepcontrol): no overlap then.
-    static const int arch = code_arch(&small_gemm_kernel<Desc, MR, L, Args>);
+    const int arch = kernel_attributes<&small_gemm_kernel<Desc, MR, L, Args>>().ptxVersion;
     overlap = overlap && arch >= 90;
     if (s.splits > 1 && arch < 90)
       throw DeviceError("matmul on cuda: the small-product kernel was built for compute_" + std::to_string(arch) +
                         "; it needs sm_90 code on this device (build with CMAKE_CUDA_ARCHITECTURES 90)");
     const KernelLaunch launch(dim3(static_cast<unsigned>(s.tiles), static_cast<unsigned>(s.splits)), dim3(32 * kSmallGemmWarps), 0,
                               stream, dim3(1, static_cast<unsigned>(s.splits)), overlap);
-    KILN_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, small_gemm_kernel<Desc, MR, L, Args>, g, s.splits));
+    launch_kernel<&small_gemm_kernel<Desc, MR, L, Args>>(launch, g, s.splits);
   }
   template <int L>
   static void launch_lanes(const Args& g, const SmallGemmShape& s, bool overlap, cudaStream_t stream) {

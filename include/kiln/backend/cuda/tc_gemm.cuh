@@ -35,7 +35,7 @@ struct TcGemmCuda<lower::GemmKernel<T, Epi, AccSlot, NL, NC>> {
     constexpr std::size_t smem = tc_smem_bytes<BM, BN>;
     // mma.sync of 16-bit types needs code for sm_80 on (run through its PTX on a newer device,
     // code for an older one would reach the __trap): say so instead.
-    static const int arch = code_arch(kernel);
+    const int arch = kernel_attributes<kernel>().ptxVersion;
     if (arch < 80)
       throw DeviceError("matmul on cuda: the tensor-core kernel was built for compute_" + std::to_string(arch) +
                         "; it needs sm_80 code or later (build with CMAKE_CUDA_ARCHITECTURES 90)");
