@@ -10,6 +10,7 @@ DEVICE_CASE("rank 3, each axis", rank_3_each_axis())
 DEVICE_CASE("float64", float64())
 DEVICE_CASE("size-1 and long axes", size_1_and_long_axes())
 DEVICE_CASE("reductions over everything", over_everything())
+DEVICE_CASE("column sums of a broadcast's gradient over many rows", column_sums_of_many_rows())
 
 // CPU only: it varies the OpenMP thread count (the GPU's total reduction has no such knob).
 TEST_CASE("the total reduction does not depend on the thread count") {

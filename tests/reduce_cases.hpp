@@ -73,6 +73,33 @@ inline void over_everything() {
   }
 }
 
+// The gradient of a vector broadcast over the rows of x (a bias's gradient, the reduce-to kind):
+// d/db sum((x + b)^2) = 2 (x's column sums + rows b), over many rows. On the GPU the rows are
+// split over blocks (4099 rows: no split count divides them evenly, so the last split is short)
+// and the splits' sums are added by a second kernel. Also a broadcast along a middle axis (the
+// general path).
+inline void column_sums_of_many_rows() {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto b = kiln::param<"b", 1>();
+  constexpr auto x3 = kiln::input<"x3", 3>();
+  constexpr auto c = kiln::param<"c", 3>();
+  auto f = kiln::compile(std::get<0>(kiln::grad(kiln::sum(kiln::square(x + b)), b)));
+  for (const kiln::Shape shape : {kiln::Shape{4099, 96}, kiln::Shape{2048, 128}, kiln::Shape{70, 1000}}) {
+    INFO("x " << shape.str());
+    const auto xt = cases::randn<float>(shape, 45), bt = cases::randn<float>({shape[1]}, 46);
+    const double rows = static_cast<double>(shape[0]);
+    const auto want = ref::zip(ref::reduce(ref::from(xt.cpu()), 0, ref::Red::Sum, false), ref::from(bt.cpu()),
+                               [rows](double s, double v) { return 2 * (s + rows * v); });
+    ref::check_close(f(x = xt, b = bt).cpu(), want, 1e-4, 1e-2);
+    ref::check_close(f(x = xt, b = bt).cpu(), want, 1e-4, 1e-2);  // the plan's second call
+  }
+  const auto xt = cases::randn<float>({9, 300, 7}, 47), ct = cases::randn<float>({9, 1, 7}, 48);
+  auto g = kiln::compile(std::get<0>(kiln::grad(kiln::sum(kiln::square(x3 + c)), c)));
+  const auto want = ref::zip(ref::reduce(ref::from(xt.cpu()), 1, ref::Red::Sum, true), ref::from(ct.cpu()),
+                             [](double s, double v) { return 2 * (s + 300 * v); });
+  ref::check_close(g(x3 = xt, c = ct).cpu(), want, 1e-4, 1e-2);
+}
+
 inline void reduced_value_broadcast_back_is_one_kernel() {
   constexpr auto x = kiln::input<"x", 2>();
   constexpr auto y = x - kiln::mean<-1, true>(x) + kiln::max<1, true>(kiln::abs(x));

@@ -1,11 +1,16 @@
 // kiln: the axis-copy kind on CUDA (concat, slice, write_slice and their derivatives;
 // lower/args.hpp's AxisCopyArgs). Each output element finds its position along the axis, the
 // segment covering it (or writes 0), and reads that source through its strides. Consecutive
-// threads write consecutive elements; a source whose last stride is 1 is read coalesced too. A run-time position is read by every thread (one cached load) and
-// clamped to the axis. A write_slice in place (window_only) walks src's elements instead and
-// writes each into its place in the output.
+// threads write consecutive elements; a source whose last stride is 1 is read coalesced too. A
+// long row made of whole runs of unit-stride sources is copied run by run in 16-byte vectors. A
+// run-time position is read by every thread (one cached load) and clamped to the axis. A
+// write_slice in place (window_only) walks src's elements instead and writes each into its place
+// in the output.
 #pragma once
 #include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
 
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/launch_config.cuh"
@@ -63,6 +68,57 @@ __global__ void axis_copy_kernel(const Args a) {
   }
 }
 
+// n elements from src to dst by the block's threads: in 16-byte vectors where both are aligned
+// to 16 bytes and n is whole vectors, else element by element.
+template <class T>
+__device__ KILN_INLINE void axis_copy_run(T* dst, const T* src, index_t n) {
+  constexpr index_t kVec = 16 / sizeof(T);
+  if constexpr (16 % sizeof(T) == 0) {
+    if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15) == 0 && n % kVec == 0) {
+      auto* d = reinterpret_cast<uint4*>(dst);
+      const auto* s = reinterpret_cast<const uint4*>(src);
+      for (index_t v = threadIdx.x; v < n / kVec; v += blockDim.x) d[v] = s[v];
+      return;
+    }
+  }
+  for (index_t j = threadIdx.x; j < n; j += blockDim.x) dst[j] = src[j];
+}
+
+// Whether row `row` (index idx) is contiguous runs of its sources: every segment that reaches it
+// is read with unit stride along the last axis, and the segments cover the whole row (no
+// zeros). Then the row is copied run by run (axis_copy_run) instead of element by element: a
+// chunk of a fused QKV projection, a concat of heads.
+template <class Args>
+__device__ KILN_INLINE bool axis_copy_row_runs(const Args& a, index_t p, index_t row, const index_t* idx) {
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(a.out)>>;
+  if (a.window_only) return false;
+  const auto base = [&](int load, index_t axis_at) {  // the row's first element of load at axis position
+    index_t off = 0;
+    for (int d = 0; d < a.nrow_dims; ++d) off += (d == a.axis ? axis_at : idx[d]) * a.outer[load][d];
+    return off;
+  };
+  if (a.axis < a.nrow_dims) {  // one segment (or none) for the whole row
+    const int k = a.segment_of(idx[a.axis], p);
+    if (k < 0 || a.inner[a.segment(k, p).load] != 1) return false;
+    const auto seg = a.segment(k, p);
+    const index_t at = idx[a.axis] - seg.dst_begin + seg.src_begin;  // the position in the source
+    axis_copy_run<T>(a.out + row * a.len, a.ptr[seg.load] + base(seg.load, at), a.len);
+    return true;
+  }
+  index_t covered = 0;
+  for (int k = 0; k < a.nsegments; ++k) {
+    const auto seg = a.segment(k, p);
+    if (a.inner[seg.load] != 1) return false;
+    covered += seg.len;
+  }
+  if (covered != a.len) return false;
+  for (int k = 0; k < a.nsegments; ++k) {
+    const auto seg = a.segment(k, p);
+    axis_copy_run<T>(a.out + row * a.len + seg.dst_begin, a.ptr[seg.load] + base(seg.load, 0) + seg.src_begin, seg.len);
+  }
+  return true;
+}
+
 // Rows of at least kAxisCopyRowMin elements: a block per row (grid-stride over the rows), so
 // the row's index costs its divisions once per row instead of once per element (ViT's
 // [64, 197, 768] concat of the class token and the patches; docs/performance.md).
@@ -74,6 +130,7 @@ __global__ void axis_copy_rows_kernel(const Args a) {
   for (index_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     index_t idx[kMaxRank] = {};
     axis_copy_row_index(a, row, idx);
+    if (axis_copy_row_runs(a, p, row, idx)) continue;
     for (index_t j = threadIdx.x; j < a.len; j += blockDim.x) axis_copy_element<NS, T>(a, p, row, idx, j);
   }
 }
@@ -86,8 +143,13 @@ struct AxisCopyCuda<lower::AxisCopyKernel<T, NS, I>> {
   static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void*) {
     if (a.len >= kAxisCopyRowMin) {
       if (a.rows == 0) return;
-      const int threads = cfg.threads > 0 ? cfg.threads : 256;
-      const auto blocks = static_cast<unsigned>(std::min<index_t>(a.rows, index_t{8} * multiprocessors()));
+      // A thread per 16-byte vector of a row (up to 256), and up to 32 such blocks per SM: a
+      // row of 128 floats is 32 threads' work, and every row of a [4096, 128] chunk is in flight.
+      const index_t vectors = (a.len * static_cast<index_t>(sizeof(T)) + 15) / 16;
+      const int threads =
+          cfg.threads > 0 ? cfg.threads : static_cast<int>(std::clamp<index_t>((vectors + 31) / 32 * 32, 32, 256));
+      const auto blocks =
+          static_cast<unsigned>(std::min<index_t>(a.rows, index_t{2048} / threads * 4 * multiprocessors()));
       launch_after_previous<&axis_copy_rows_kernel<NS, T, Args>>(blocks, dim3(threads), 0, stream, a);
       KILN_CUDA_CHECK(cudaGetLastError());
     } else {

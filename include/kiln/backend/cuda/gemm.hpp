@@ -164,6 +164,54 @@ std::uint32_t operand_alignment(index_t batch_stride, int batch) {
   return align;
 }
 
+// A product with few output tiles and a long k (a weight gradient x^T dz of a narrow layer over
+// thousands of rows: [128, 2048] x [2048, 114]) keeps a handful of SMs busy unless k is split;
+// cuBLASLt's first heuristic answer for such f32 shapes on the H200 splits none (one block of
+// 128 x 128 looping over k: 0.48 ms where a split takes a few microseconds). So where the
+// 128 x 128 tiles would fill under a quarter of the SMs and k is at least 1024, the first
+// algorithm that can split k is put first, split into as many parts as fill the SMs (at most
+// 16, each part at least 256 of k), its parts summed by cuBLASLt in the compute type in the
+// workspace (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE: a second, fixed-order pass, so the result
+// does not depend on timing). It is kept only where cuBLASLt accepts it (cublasLtMatmulAlgoCheck).
+inline void prefer_split_k(GemmPlan& p, std::uint64_t m, std::uint64_t n, std::uint64_t k, int batch) {
+  const auto tiles = static_cast<std::int64_t>(((m + 127) / 128) * ((n + 127) / 128)) * batch;
+  const std::int64_t sms = multiprocessors();
+  if (k < 1024 || tiles * 4 > sms || p.nalgos == 0) return;
+  const auto parts = static_cast<std::int32_t>(std::clamp<std::int64_t>(
+      std::min<std::int64_t>(sms / tiles, static_cast<std::int64_t>(k / 256)), 2, 16));
+  for (int i = 0; i < p.nalgos; ++i) {
+    std::int32_t can_split = 0, current = 1;
+    std::uint32_t schemes = 0;
+    std::size_t got = 0;
+    cublasLtMatmulAlgo_t algo = p.algos[i].algo;
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &can_split, sizeof can_split, &got) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes, &got) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current, sizeof current, &got) !=
+            CUBLAS_STATUS_SUCCESS)
+      continue;
+    if (current > 1) return;  // a split algorithm is on the list already: the caller's choice stands
+    if (!can_split || !(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)) continue;
+    const std::uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts, sizeof parts) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoCheck(LtContext::get().handle, p.op, p.la, p.lb, p.lc, p.lc, &algo, &checked) !=
+            CUBLAS_STATUS_SUCCESS ||
+        checked.workspaceSize > kLtWorkspace)
+      continue;
+    checked.algo = algo;
+    const int n_kept = std::min(p.nalgos + 1, 8);
+    for (int j = n_kept - 1; j > 0; --j) p.algos[j] = p.algos[j - 1];
+    p.algos[0] = checked;
+    p.nalgos = n_kept;
+    return;
+  }
+}
+
 // Builds the descriptors for g's shape and strides (pointers are set at launch); none for an
 // empty product (a zero batch, m, n or k), which run_gemm handles without cuBLASLt.
 // bias_grad: with cuBLASLt's BGRADA epilogue, which also writes kiln's B summed over its rows
@@ -219,6 +267,7 @@ std::unique_ptr<GemmPlan> make_gemm_plan(const G& g, bool bias_grad = false) {
     throw CudaError("cublasLtMatmulAlgoGetHeuristic found no algorithm for a " + std::to_string(batch) + " x " +
                     std::to_string(m) + "x" + std::to_string(k) + " by " + std::to_string(k) + "x" + std::to_string(n) +
                     " product");
+  if (!bias_grad) prefer_split_k(*p, m, n, k, batch);
   return p;
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kiln/backend/cuda/runtime.hpp"
 #include "kiln/expr/ops/reduce.hpp"
 #include "kiln/lower/args.hpp"
 
@@ -68,12 +69,42 @@ index_t decode_chunks(const Args& a) {
   return (a.kv_len + kDecodeChunk - 1) / kDecodeChunk;
 }
 
-// The scratch a kernel needs for its plan's arguments: a total reduction's partials, a 16-bit
-// scatter_add_rows's float sums, the decode path's partial sums of attention.
+// ReduceTo summing every row into one value per column (a bias's or a layer norm's weight
+// gradient: [rows, n] -> [n]): a block sums 32 columns over a share of the rows, so a short row
+// (n of a few hundred) has few column tiles; the rows are split over enough blocks to fill the
+// device twice over, each split at least kReduceToSplitRows rows. A second kernel adds the
+// splits' partial sums (the kernel's scratch, [splits][n]) in a fixed order: the result does not
+// depend on timing. Returns the number of splits (1: no scratch, no second kernel), or 0 when
+// the reduction is not of that form.
+inline constexpr index_t kReduceToSplitRows = 64, kReduceToMaxSplits = 128;
+template <class Args>
+bool reduce_to_columns(const Args& a) {
+  bool columns = a.out_inner != 0;
+  for (int d = 0; d < a.nrow_dims; ++d) columns = columns && a.out_outer[d] == 0;
+  return columns;
+}
+template <class Args>
+index_t reduce_to_splits(const Args& a) {
+  if (!reduce_to_columns(a)) return 0;
+  const index_t tiles = (a.len + 31) / 32, want = (2 * index_t{multiprocessors()} + tiles - 1) / tiles;
+  return std::clamp<index_t>(std::min(want, a.rows / kReduceToSplitRows), 1, kReduceToMaxSplits);
+}
+template <class D>
+inline constexpr bool is_reduce_to = false;
+template <class T, class Tree, int NL, int NC>
+inline constexpr bool is_reduce_to<lower::ReduceToKernel<T, Tree, NL, NC>> = true;
+
+// The scratch a kernel needs for its plan's arguments: a total reduction's partials, a
+// reduce-to's column partials, a 16-bit scatter_add_rows's float sums, the decode path's partial
+// sums of attention.
 template <class Desc>
 std::size_t scratch_bytes(const launch_args_t<Desc>& args) {
   using C = compute_t<typename Desc::value_type>;
   if constexpr (requires { Desc::total; }) return Desc::total ? kTotalBlocks * sizeof(C) : 0;
+  else if constexpr (is_reduce_to<Desc>) {
+    const index_t splits = reduce_to_splits(args);
+    return splits > 1 ? static_cast<std::size_t>(splits * args.len) * sizeof(C) : 0;
+  }
   else if constexpr (requires { Desc::part_kind; })
     return Desc::part_kind == AttentionPart::Out
                ? static_cast<std::size_t>(decode_chunks(args) * args.batch * args.heads * args.q_len * (args.v_dim + 2)) * sizeof(C)

@@ -5,7 +5,8 @@
 //     order, so the result does not depend on timing.
 //   ReduceTo (the adjoint of broadcasting): 32 outputs per block, Y threads per output each
 //     summing a share of the input elements that broadcast from it; the shares are added in a
-//     fixed order.
+//     fixed order. Column sums of many rows split the rows over blocks too (reduce_to_splits),
+//     and a second kernel adds the splits in a fixed order.
 #pragma once
 #include "kiln/backend/cuda/launch.hpp"
 #include "kiln/backend/cuda/row_kernel.cuh"
@@ -104,39 +105,45 @@ struct ReduceKernelCuda<lower::ReduceKernel<T, K, Tree, Total, NL, NC>> {
 
 // ReduceTo: output element o sums the input elements (row, j) that broadcast from it. The
 // input's row dims and last axis are split into kept ones (out stride != 0) and summed ones.
-// A block is 32 x Y threads: threadIdx.x picks one of 32 consecutive outputs (consecutive
+// A block is X x Y threads: threadIdx.x picks one of X consecutive outputs (consecutive
 // columns when the last axis is kept, so loads coalesce), threadIdx.y strides over the summed
-// elements; the Y partial sums are added in a fixed order.
+// elements; the Y partial sums are added in a fixed order. X is 32 for column sums; the
+// general path takes Y from the elements each output sums (1 where it sums one: a copy).
 // Columns: every row dim is summed and the last axis kept (a bias's gradient, [rows, n] ->
-// [n]): output o is column o, and thread y sums rows y, y + Y, ... with no index arithmetic
-// beyond the row's pointers (the general path's per-element divisions by each extent cost
-// more than the loads: 22 us for a [256, 1024] -> [1024] sum, measured with profile()).
+// [n]): output o is column o, and thread y sums rows y, y + Y, ... of its block's split
+// (blockIdx.y of gridDim.y) with no index arithmetic beyond the row's pointers (the general
+// path's per-element divisions by each extent cost more than the loads: 22 us for a
+// [256, 1024] -> [1024] sum, measured with profile()). With more than one split each block
+// writes its sums to splits[blockIdx.y][o], and reduce_to_finish_kernel adds them.
 inline constexpr int kReduceToColumns = 32;
 
 template <class Desc, bool Columns, class Args>
-__global__ void reduce_to_kernel(const Args a) {
+__global__ void reduce_to_kernel(const Args a, compute_t<typename Desc::value_type>* splits) {
   await_previous_kernel();  // launched after the previous kernel (launch_after_previous)
   using S = typename Desc::value_type;
   using T = compute_t<S>;
   extern __shared__ unsigned char reduce_to_smem[];
-  T* partial = reinterpret_cast<T*>(reduce_to_smem);  // [Y][32]
-  const index_t o = static_cast<index_t>(blockIdx.x) * kReduceToColumns + threadIdx.x;
+  T* partial = reinterpret_cast<T*>(reduce_to_smem);  // [Y][X]
+  const index_t o = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if constexpr (Columns) {
+    const index_t share = (a.rows + gridDim.y - 1) / gridDim.y, first = blockIdx.y * share;
+    const index_t end = first + share < a.rows ? first + share : a.rows;
     T acc = T(0);
     if (o < a.len) {
       DeviceRowContext<S, Desc::nloads, Desc::nconsts, 0, false> ctx;
       init_context(ctx, a);
 #pragma unroll 4
-      for (index_t r = threadIdx.y; r < a.rows; r += blockDim.y) {
+      for (index_t r = first + threadIdx.y; r < end; r += blockDim.y) {
         set_row(ctx, a, r);
         acc += Desc::tree::template eval<T>(ctx, o);
       }
     }
-    partial[threadIdx.y * kReduceToColumns + threadIdx.x] = acc;
+    partial[threadIdx.y * blockDim.x + threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y != 0 || o >= a.len) return;
-    for (unsigned y = 1; y < blockDim.y; ++y) acc += partial[y * kReduceToColumns + threadIdx.x];
-    a.out[o * a.out_inner] = narrow<S>(acc);
+    for (unsigned y = 1; y < blockDim.y; ++y) acc += partial[y * blockDim.x + threadIdx.x];
+    if (gridDim.y == 1) a.out[o * a.out_inner] = narrow<S>(acc);
+    else splits[blockIdx.y * a.len + o] = acc;
     return;
   }
   const int nd = a.nrow_dims;  // dims 0..nd-1 are row dims, nd the last axis
@@ -169,14 +176,26 @@ __global__ void reduce_to_kernel(const Args a) {
       acc += Desc::tree::template eval<T>(ctx, idx[nd]);
     }
   }
-  partial[threadIdx.y * kReduceToColumns + threadIdx.x] = acc;
+  partial[threadIdx.y * blockDim.x + threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y != 0 || o >= a.out_numel) return;
-  for (unsigned y = 1; y < blockDim.y; ++y) acc += partial[y * kReduceToColumns + threadIdx.x];
+  for (unsigned y = 1; y < blockDim.y; ++y) acc += partial[y * blockDim.x + threadIdx.x];
   index_t off = 0;  // o itself, by the output's contiguous strides
   for (int d = 0; d <= nd; ++d)
     if (kept(d)) off += idx[d] * (d < nd ? a.out_outer[d] : a.out_inner);
   a.out[off] = narrow<S>(acc);
+}
+
+// The column sums of reduce_to_kernel's splits, added in split order.
+template <class Desc, class Args>
+__global__ void reduce_to_finish_kernel(const Args a, const compute_t<typename Desc::value_type>* splits, int n) {
+  await_previous_kernel();  // launched after the previous kernel (launch_after_previous)
+  using S = typename Desc::value_type;
+  const index_t o = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o >= a.len) return;
+  compute_t<S> acc = splits[o];
+  for (int s = 1; s < n; ++s) acc += splits[s * a.len + o];
+  a.out[o * a.out_inner] = narrow<S>(acc);
 }
 
 template <class Desc>
@@ -185,30 +204,39 @@ template <class T, class Tree, int NL, int NC>
 struct ReduceToKernelCuda<lower::ReduceToKernel<T, Tree, NL, NC>> {
   using Desc = lower::ReduceToKernel<T, Tree, NL, NC>;
   using Args = lower::args_t<Desc>;
-  static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void*) {
+  static void run(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, void* scratch) {
     if (a.out_numel == 0) return;
-    bool columns = a.out_inner != 0;
-    for (int d = 0; d < a.nrow_dims; ++d) columns = columns && a.out_outer[d] == 0;
-    if (columns) launch<true>(a, cfg, stream);
-    else launch<false>(a, cfg, stream);
+    const index_t splits = reduce_to_splits(a);  // the scratch was sized by the same call (scratch_bytes)
+    if (splits > 0) launch<true>(a, cfg, stream, static_cast<int>(splits), static_cast<compute_t<T>*>(scratch));
+    else launch<false>(a, cfg, stream, 1, nullptr);
   }
 
  private:
-  // Columns: Y up to 32 rows at once, each thread summing at least 8 (kiln's choice), as many
-  // as the kernel's registers allow (a block of 1024 threads holds 64 registers per thread; a
-  // long fused expression takes more).
+  // Columns: Y up to 32 rows of a split at once, each thread summing at least 8 (kiln's choice),
+  // as many as the kernel's registers allow (a block of 1024 threads holds 64 registers per
+  // thread; a long fused expression takes more). General: 256 threads (or cfg's), Y of them
+  // per output: 8 where an output sums 64 elements or more, fewer below, 1 for one.
   template <bool Columns>
-  static void launch(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream) {
+  static void launch(const Args& a, const lower::LaunchConfig& cfg, cudaStream_t stream, int splits,
+                     compute_t<T>* partial) {
     constexpr auto kernel = &reduce_to_kernel<Desc, Columns, Args>;
+    const index_t share = (a.rows + splits - 1) / splits, summed = a.rows * a.len / a.out_numel;
     const int wanted = cfg.threads > 0 ? cfg.threads
-                       : Columns ? kReduceToColumns * static_cast<int>(std::clamp<index_t>((a.rows + 7) / 8, 1, 32))
+                       : Columns ? kReduceToColumns * static_cast<int>(std::clamp<index_t>((share + 7) / 8, 1, 32))
                                  : 256;
     const int fit = max_threads_per_block<kernel>() / kReduceToColumns * kReduceToColumns;
     const int threads = std::max(kReduceToColumns, std::min(wanted, fit));
-    const dim3 block(kReduceToColumns, static_cast<unsigned>(threads / kReduceToColumns));
-    const auto blocks = static_cast<unsigned>((a.out_numel + kReduceToColumns - 1) / kReduceToColumns);
+    const int per_output = Columns ? threads / kReduceToColumns
+                                   : std::min(threads / kReduceToColumns,
+                                              summed >= 64 ? 8 : summed >= 16 ? 4 : summed >= 4 ? 2 : 1);
+    const dim3 block(static_cast<unsigned>(threads / per_output), static_cast<unsigned>(per_output));
+    const dim3 blocks(static_cast<unsigned>((a.out_numel + block.x - 1) / block.x), static_cast<unsigned>(splits));
     const std::size_t smem = sizeof(compute_t<T>) * static_cast<std::size_t>(threads);
-    launch_after_previous<kernel>(blocks, block, smem, stream, a);
+    launch_after_previous<kernel>(blocks, block, smem, stream, a, partial);
+    if (splits > 1)
+      launch_after_previous<&reduce_to_finish_kernel<Desc, Args>>(static_cast<unsigned>((a.len + 127) / 128), 128, 0,
+                                                                  stream, a, static_cast<const compute_t<T>*>(partial),
+                                                                  splits);
     KILN_CUDA_CHECK(cudaGetLastError());
   }
 };
