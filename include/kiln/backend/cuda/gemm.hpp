@@ -166,13 +166,14 @@ std::uint32_t operand_alignment(index_t batch_stride, int batch) {
 
 // A product with few output tiles and a long k (a weight gradient x^T dz of a narrow layer over
 // thousands of rows: [128, 2048] x [2048, 114]) keeps a handful of SMs busy unless k is split;
-// cuBLASLt's first heuristic answer for such f32 shapes on the H200 splits none (one block of
-// 128 x 128 looping over k: 0.48 ms where a split takes a few microseconds). So where the
-// 128 x 128 tiles would fill under a quarter of the SMs and k is at least 1024, the first
-// algorithm that can split k is put first, split into as many parts as fill the SMs (at most
-// 16, each part at least 256 of k), its parts summed by cuBLASLt in the compute type in the
-// workspace (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE: a second, fixed-order pass, so the result
-// does not depend on timing). It is kept only where cuBLASLt accepts it (cublasLtMatmulAlgoCheck).
+// cuBLASLt's first heuristic answer for that f32 shape on the H200 took 0.48 ms (kiln's
+// profile of the char-GPT's head, train_gpt --profile): about what one SM looping over all of k
+// takes. So where the 128 x 128 tiles would fill under a quarter of the SMs and k is at least
+// 1024, the first algorithm that can split k is put first, split into as many parts as fill the
+// SMs (at most 16, each part at least 256 of k), its parts summed by cuBLASLt in the compute
+// type in the workspace (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE: a second, fixed-order pass, so
+// the result does not depend on timing). It is kept only where cuBLASLt accepts it
+// (cublasLtMatmulAlgoCheck); MaxAutotune times it beside the heuristic's own answers.
 inline void prefer_split_k(GemmPlan& p, std::uint64_t m, std::uint64_t n, std::uint64_t k, int batch) {
   const auto tiles = static_cast<std::int64_t>(((m + 127) / 128) * ((n + 127) / 128)) * batch;
   const std::int64_t sms = multiprocessors();
