@@ -1,8 +1,7 @@
 // kiln::Trainer on a stack of layers (train/stacked.hpp), compiled region by region: its updates
 // equal those of the same model compiled as one program (float64, to rounding), a weight shared
 // by the embedding and the head gets the sum of both gradients, and a run saved and resumed gives
-// the bits of one that is not. The one-program model is built from the same layer expression
-// with kiln::prefix_params and kiln::substitute.
+// the bits of one that is not (the models of tests/stacked_models.hpp, in float64).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -11,89 +10,21 @@
 #include <random>
 #include <vector>
 
-#include "kiln/expr/substitute.hpp"
-#include "kiln/train/trainer.hpp"
+#include "stacked_models.hpp"
 
 namespace {
 namespace fs = std::filesystem;
 using kiln::Shape;
 using kiln::Tensor;
 
-// h_0 = x w_in;  h_{l+1} = h_l + tanh(h_l w + b) (weights "layer<l>.w", "layer<l>.b");
-// loss = mean((h_L w_out - y)^2) + 0.01 mean(w_in^2)   (w_in read by the embedding and the head)
-struct Parts {
-  using element = double;
-  static constexpr auto x = kiln::input<"x", 2, double>();
-  static constexpr auto y = kiln::input<"y", 2, double>();
-  static constexpr auto h = kiln::input<"h", 2, double>();
-  static constexpr auto w_in = kiln::param<"w_in", 2, double>();
-  static constexpr auto w_out = kiln::param<"w_out", 2, double>();
-  static constexpr auto w = kiln::param<"w", 2, double>();
-  static constexpr auto b = kiln::param<"b", 1, double>();
-  static constexpr auto embed() { return kiln::matmul(x, w_in); }
-  static constexpr auto layer() { return h + kiln::tanh(kiln::matmul(h, w) + b); }
-  static constexpr auto head_predictions() { return kiln::matmul(h, w_out); }
-  static constexpr auto head_loss() {
-    return kiln::mean(kiln::square(head_predictions() - y)) + 0.01 * kiln::mean(kiln::square(w_in));
-  }
-};
-
-struct Stacked : Parts {
-  static constexpr int layers = 2;
-  static constexpr auto residual = h;
-  static constexpr auto embed_parameters() { return std::tuple{w_in}; }
-  static constexpr auto layer_parameters() { return std::tuple{w, b}; }
-  static constexpr auto head_parameters() { return std::tuple{w_out, w_in}; }
-  static std::string layer_prefix(int l) { return "layer" + std::to_string(l) + "."; }
-};
+using Parts = kiln::test::Parts<double>;
+using Stacked = kiln::test::Stacked<double>;
+using OneProgram = kiln::test::OneProgram<double>;
+using Data = kiln::test::Data<double>;
 static_assert(kiln::train::StackedModel<Stacked>);
-
-struct OneProgram : Parts {
-  static constexpr auto parameters() {
-    return std::tuple{w_in, w_out, kiln::prefixed<"layer0.">(w), kiln::prefixed<"layer0.">(b), kiln::prefixed<"layer1.">(w),
-                      kiln::prefixed<"layer1.">(b)};
-  }
-  static constexpr auto loss() {
-    const auto h1 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 0>()>(layer()), h, embed());
-    const auto h2 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 1>()>(layer()), h, h1);
-    return kiln::substitute(head_loss(), h, h2);
-  }
-  static constexpr auto predictions() {
-    const auto h1 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 0>()>(layer()), h, embed());
-    const auto h2 = kiln::substitute(kiln::prefix_params<kiln::numbered<"layer", 1>()>(layer()), h, h1);
-    return kiln::substitute(head_predictions(), h, h2);
-  }
-};
 static_assert(!kiln::train::StackedModel<OneProgram>);
 static_assert(kiln::numbered<"layer", 12>().view() == "layer12.");
 static_assert(std::is_same_v<decltype(kiln::prefixed<"layer1.">(Parts::w)), decltype(kiln::param<"layer1.w", 2, double>())>);
-
-// n samples of x [3] and y [2] = a smooth function of x plus noise.
-struct Data {
-  Tensor<double> xs, ys;
-  explicit Data(std::size_t n, std::uint64_t seed) : xs(Shape{n, 3}), ys(Shape{n, 2}) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> d;
-    for (std::size_t i = 0; i < n; ++i) {
-      for (std::size_t k = 0; k < 3; ++k) xs[i * 3 + k] = d(rng);
-      ys[i * 2] = std::sin(xs[i * 3]) + 0.5 * xs[i * 3 + 1] + 0.1 * d(rng);
-      ys[i * 2 + 1] = xs[i * 3 + 2] * xs[i * 3] + 0.1 * d(rng);
-    }
-  }
-  std::size_t size() const { return xs.shape()[0]; }
-  struct Batch {
-    Tensor<double> x, y;
-    auto bindings() const { return std::tuple{Parts::x = x, Parts::y = y}; }
-  };
-  Batch batch(std::span<const std::size_t> rows) const {
-    Batch out{Tensor<double>(Shape{rows.size(), 3}), Tensor<double>(Shape{rows.size(), 2})};
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-      std::copy_n(xs.data() + rows[r] * 3, 3, out.x.data() + r * 3);
-      std::copy_n(ys.data() + rows[r] * 2, 2, out.y.data() + r * 2);
-    }
-    return out;
-  }
-};
 
 kiln::train::Parameters<double> initial(std::uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/train/trainer.hpp"
 #include "on_device.hpp"
+#include "stacked_models.hpp"
 
 namespace {
 namespace fs = std::filesystem;
@@ -50,14 +50,7 @@ struct Regression {
     kiln::Tensor<T> x, y;
     auto bindings() const { return std::tuple{Linear<T>::x = x, Linear<T>::y = y}; }
   };
-  Batch batch(std::span<const std::size_t> rows) const {
-    Batch out{kiln::Tensor<T>(kiln::Shape{rows.size(), 3}), kiln::Tensor<T>(kiln::Shape{rows.size(), 2})};
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-      std::copy_n(xs.data() + rows[r] * 3, 3, out.x.data() + r * 3);
-      std::copy_n(ys.data() + rows[r] * 2, 2, out.y.data() + r * 2);
-    }
-    return out;
-  }
+  Batch batch(std::span<const std::size_t> rows) const { return {kiln::test::take_rows(xs, rows), kiln::test::take_rows(ys, rows)}; }
 };
 
 template <class T>

@@ -1,7 +1,8 @@
 // kiln::Trainer on the GPU: a stack of layers (train/stacked.hpp) trained in ReduceOverhead,
 // whose whole step (every layer's forward and backward, clipping, AdamW on every parameter) is
 // one CUDA graph, against the same run in float64 on the CPU: every step's loss and gradient
-// norm, and the weights after it; one capture for the run, every later step a replay.
+// norm, and the weights after it; one capture for the run, every later step a replay. The same
+// for a bf16 model trained on float master weights (mixed precision, train/mixed.hpp).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -9,7 +10,7 @@
 #include <filesystem>
 #include <random>
 
-#include "kiln/train/trainer.hpp"
+#include "../stacked_models.hpp"
 
 // Every case here is a GPU case (tests/test_main.cpp runs them with --on-gpu).
 TEST_SUITE_BEGIN("gpu");
@@ -19,30 +20,9 @@ namespace fs = std::filesystem;
 using kiln::Shape;
 using kiln::Tensor;
 
-// h_0 = x w_in;  h_{l+1} = h_l + tanh(h_l w + b) (weights "layer<l>.w", "layer<l>.b");
-// loss = mean((h_L w_out - y)^2) + 0.01 mean(w_in^2)   (w_in read by the embedding and the head)
+// tests/stacked_models.hpp's residual stack of tanh layers, 3 layers deep.
 template <class T>
-struct Stack {
-  using element = T;
-  static constexpr int layers = 3;
-  static constexpr auto x = kiln::input<"x", 2, T>();
-  static constexpr auto y = kiln::input<"y", 2, T>();
-  static constexpr auto h = kiln::input<"h", 2, T>();
-  static constexpr auto w_in = kiln::param<"w_in", 2, T>();
-  static constexpr auto w_out = kiln::param<"w_out", 2, T>();
-  static constexpr auto w = kiln::param<"w", 2, T>();
-  static constexpr auto b = kiln::param<"b", 1, T>();
-  static constexpr auto residual = h;
-  static constexpr auto embed() { return kiln::matmul(x, w_in); }
-  static constexpr auto layer() { return h + kiln::tanh(kiln::matmul(h, w) + b); }
-  static constexpr auto head_loss() {
-    return kiln::mean(kiln::square(kiln::matmul(h, w_out) - y)) + 0.01 * kiln::mean(kiln::square(w_in));
-  }
-  static constexpr auto embed_parameters() { return std::tuple{w_in}; }
-  static constexpr auto layer_parameters() { return std::tuple{w, b}; }
-  static constexpr auto head_parameters() { return std::tuple{w_out, w_in}; }
-  static std::string layer_prefix(int l) { return "layer" + std::to_string(l) + "."; }
-};
+using Stack = kiln::test::Stacked<T, 3>;
 
 constexpr std::size_t kIn = 6, kWidth = 16, kOut = 3;
 
@@ -56,7 +36,8 @@ struct Data {
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t k = 0; k < kIn; ++k) xs[i * kIn + k] = static_cast<T>(d(rng));
       for (std::size_t k = 0; k < kOut; ++k)
-        ys[i * kOut + k] = static_cast<T>(std::sin(static_cast<double>(xs[i * kIn + k])) * static_cast<double>(xs[i * kIn + k + 1]));
+        ys[i * kOut + k] = static_cast<T>(std::sin(static_cast<double>(kiln::widen(xs[i * kIn + k]))) *
+                                         static_cast<double>(kiln::widen(xs[i * kIn + k + 1])));
     }
   }
   std::size_t size() const { return xs.shape()[0]; }
@@ -64,14 +45,7 @@ struct Data {
     Tensor<T> x, y;
     auto bindings() const { return std::tuple{Stack<T>::x = x, Stack<T>::y = y}; }
   };
-  Batch batch(std::span<const std::size_t> rows) const {
-    Batch out{Tensor<T>(Shape{rows.size(), kIn}), Tensor<T>(Shape{rows.size(), kOut})};
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-      std::copy_n(xs.data() + rows[r] * kIn, kIn, out.x.data() + r * kIn);
-      std::copy_n(ys.data() + rows[r] * kOut, kOut, out.y.data() + r * kOut);
-    }
-    return out;
-  }
+  Batch batch(std::span<const std::size_t> rows) const { return {kiln::test::take_rows(xs, rows), kiln::test::take_rows(ys, rows)}; }
 };
 
 template <class T>
@@ -122,6 +96,42 @@ TEST_CASE("Trainer in ReduceOverhead on the GPU: a stacked model's step is one g
     for (std::size_t i = 0; i < a.numel(); ++i) CHECK(static_cast<double>(a[i]) == doctest::Approx(t[i]).epsilon(1e-3).scale(1e-4));
   }
   // step 1 runs the programs directly, step 2 captures the step, steps 3-25 replay it
+  CHECK(gpu.graph_captures() == 1);
+  CHECK(gpu.graph_replays() == 23);
+}
+
+TEST_CASE("Trainer in ReduceOverhead on the GPU: a bf16 model on float master weights follows float64") {
+  Data<kiln::bf16> data(40);
+  Data<double> data64(40);
+  data64.xs = data.xs.as<double>(), data64.ys = data.ys.as<double>();  // the same (bf16) samples
+  const auto start = initial<float>();
+  kiln::train::Parameters<double> start64;
+  for (const auto& [name, t] : start) start64[name] = t.as<double>();
+  auto args = arguments("gpu_bf16");
+  args.bf16 = true;
+  kiln::Trainer<Stack<kiln::bf16>, kiln::ReduceOverhead> gpu(args, start, kiln::Device::cuda());
+  kiln::Trainer<Stack<double>> cpu(arguments("cpu_f64"), start64);
+  static_assert(std::is_same_v<decltype(gpu)::Parameters, kiln::train::Parameters<float>>);
+  gpu.train(data);
+  cpu.train(data64);
+  REQUIRE(gpu.log_history().size() == 25);
+  for (std::size_t i = 0; i < 25; ++i) {
+    CAPTURE(i);
+    CHECK(gpu.log_history()[i].loss == doctest::Approx(cpu.log_history()[i].loss).epsilon(0.05));
+  }
+  // The weights' changes over the run: ||gpu - float64|| / ||float64||.
+  double diff = 0, norm = 0;
+  for (const auto& [name, t] : cpu.parameters()) {
+    const auto a = gpu.parameters().at(name).cpu();
+    const auto& w0 = start64.at(name);
+    for (std::size_t i = 0; i < a.numel(); ++i) {
+      const double d_gpu = static_cast<double>(a[i]) - w0[i], d_ref = t[i] - w0[i];
+      diff += (d_gpu - d_ref) * (d_gpu - d_ref), norm += d_ref * d_ref;
+    }
+  }
+  MESSAGE("relative error of the weights' change: " << std::sqrt(diff / norm));
+  CHECK(norm > 0);
+  CHECK(std::sqrt(diff / norm) < 0.05);
   CHECK(gpu.graph_captures() == 1);
   CHECK(gpu.graph_replays() == 23);
 }

@@ -152,14 +152,16 @@ struct Reverse {
 template <std::uint64_t Salt, class Y, class Seed, class... Ws>
 constexpr auto reverse_from(const Y& y, const Seed& seed, const Ws&... ws);
 
-// The gradient of variable w: its cotangent, or zeros where the loss does not depend on it.
-template <class D, class T, class Cots, class W>
+// The gradient of variable w: its cotangent, or zeros where the loss does not depend on it. Its
+// element type is w's: a variable of another float type than the root's is read through
+// kiln::cast, whose derivative casts back (mixed precision: a float master weight read in bf16).
+template <class D, class Cots, class W>
 constexpr auto gradient_of(const Cots& cots, const W& w) {
   constexpr int id = dag_find<W, D>::value;
   if constexpr (id < 0) {
-    return expand_as(Constant<T>(0), w);
+    return expand_as(Constant<typename W::dtype>(0), w);
   } else if constexpr (std::is_same_v<std::tuple_element_t<id, Cots>, NoGrad>) {
-    return expand_as(Constant<T>(0), w);
+    return expand_as(Constant<typename W::dtype>(0), w);
   } else {
     return std::get<id>(cots);
   }
@@ -176,8 +178,6 @@ constexpr auto reverse_from(const Y& y, const Seed& seed, const Ws&... ws) {
   static_assert((!is_index_element_v<typename Ws::dtype> && ...),
                 "kiln::grad / kiln::vjp: an integer input (kiln::i32, kiln::i64) has no gradient; differentiate with "
                 "respect to float symbols only");
-  static_assert((std::is_same_v<typename Ws::dtype, typename Y::dtype> && ...),
-                "kiln::grad / kiln::vjp: a variable's element type differs from the differentiated expression's");
   using T = typename Y::dtype;
   using D = dag_of<Vars<Ws::id...>, Y>;
   constexpr std::uint64_t tag = [] {
@@ -189,7 +189,7 @@ constexpr auto reverse_from(const Y& y, const Seed& seed, const Ws&... ws) {
     if constexpr (D::size == 0) return std::tuple<>{};
     else return Reverse<D, T, tag>::template run<D::size - 1>(y, seed);
   }();
-  return std::tuple{gradient_of<D, T>(cots, ws)...};
+  return std::tuple{gradient_of<D>(cots, ws)...};
 }
 }  // namespace autodiff
 

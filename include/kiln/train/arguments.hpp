@@ -27,7 +27,7 @@ struct TrainingArguments {
   long save_steps = 500;       // 0: no checkpoints during training
   long save_total_limit = -1;  // > 0: keep only the newest that many checkpoints
   std::uint64_t seed = 42;     // the data order of epoch e comes from seed and e
-  bool bf16 = false;           // mixed precision is not implemented yet (a ValueError)
+  bool bf16 = false;           // bf16 mixed precision: true exactly when the model computes in kiln::bf16
   bool disable_tqdm = false;   // no progress bar (there is one only when stdout is a terminal)
   bool print_logs = true;      // each logged record, and the run's summary, as a line on stdout
   std::string report_to = "jsonl";  // "jsonl": every record to output_dir/trainer_log.jsonl; "none"
@@ -59,7 +59,6 @@ inline void check_arguments(const TrainingArguments& a) {
   if (a.gradient_accumulation_steps < 1)
     fail("gradient_accumulation_steps is " + std::to_string(a.gradient_accumulation_steps) + "; it must be at least 1");
   if (a.report_to != "jsonl" && a.report_to != "none") fail("report_to \"" + a.report_to + "\" is not one of jsonl, none");
-  if (a.bf16) fail("bf16 mixed precision is not implemented yet; train a kiln::bf16 model, or in float");
   if (!(a.learning_rate >= 0) || !(a.weight_decay >= 0)) fail("learning_rate and weight_decay must be at least 0");
   if (a.max_steps <= 0 && !(a.num_train_epochs > 0)) fail("give max_steps > 0 or num_train_epochs > 0");
   if (a.warmup_steps < 0 || a.logging_steps < 0 || a.eval_steps < 0 || a.save_steps < 0)

@@ -77,12 +77,14 @@ auto as_tuple(R&& r) {
 template <StackedModel M, class... Policies>
 class StackedStep {
  public:
-  using T = typename M::element;
+  using T = typename M::element;  // the parameters'
   using Named = detail::Named<T>;
   static constexpr auto h = M::residual;
+  using H = typename decltype(M::residual)::dtype;  // the activations' (T, or bf16 in mixed precision)
   using Embed = decltype(M::embed());
   using Head = decltype(M::head_loss());
-  static constexpr auto cotangent = input<"kiln.cotangent", decltype(M::residual)::rank, T>();
+  using L = typename Head::dtype;  // the loss's
+  static constexpr auto cotangent = input<"kiln.cotangent", decltype(M::residual)::rank, H>();
 
   // Every parameter's name, with its rank: the embedding's and head's (once each) and every layer's.
   template <class F>
@@ -124,7 +126,7 @@ class StackedStep {
   // The mean loss of a batch (`batch`: a tuple of bindings of the model's inputs), no update.
   template <class Batch>
   double loss(const Batch& batch, Named& params) {
-    const Tensor<T> loss = detail::call_with(
+    const Tensor<L> loss = detail::call_with(
         loss_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = forward(batch, params, nullptr).back()},
                               detail::bind_named<T>(M::head_parameters(), params)));
     return static_cast<double>(widen(loss.cpu()[0]));
@@ -158,7 +160,8 @@ class StackedStep {
   // Trainer's static batch tensors) and replays one graph per batch shape.
   template <class Batch>
   std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
-    Tensor<T> loss, norm;
+    Tensor<L> loss;
+    Tensor<T> norm;
 #if KILN_WITH_CUDA
     if (kStepGraph && hyper.lr.device().is_cuda()) {
       std::vector<const void*> key;
@@ -183,9 +186,9 @@ class StackedStep {
   // step(), the loss and the norm left on the device: every kernel of the step is enqueued on
   // kiln's stream and nothing synchronises, so the whole step can be one CUDA graph.
   template <class Batch>
-  std::pair<Tensor<T>, Tensor<T>> step_on_device(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
+  std::pair<Tensor<L>, Tensor<T>> step_on_device(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
     Named grads;
-    Tensor<T> loss = accumulate_on_device(batch, params, grads);
+    Tensor<L> loss = accumulate_on_device(batch, params, grads);
     return {std::move(loss), update_.apply_on_device([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper)};
   }
 
@@ -196,10 +199,11 @@ class StackedStep {
     return static_cast<double>(widen(accumulate_on_device(batch, params, grads).cpu()[0]));
   }
   template <class Batch>
-  Tensor<T> accumulate_on_device(const Batch& batch, Named& params, Named& grads) {
+  Tensor<L> accumulate_on_device(const Batch& batch, Named& params, Named& grads) {
     std::vector<SavedTensors> saved;
-    const std::vector<Tensor<T>> xs = forward(batch, params, &saved);  // each layer's input, and the last output
-    Tensor<T> g, loss;
+    const std::vector<Tensor<H>> xs = forward(batch, params, &saved);  // each layer's input, and the last output
+    Tensor<H> g;
+    Tensor<L> loss;
     {
       auto out = detail::call_with(
           *head_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = xs.back()}, detail::bind_named<T>(M::head_parameters(), params)));
@@ -293,8 +297,8 @@ class StackedStep {
   // h_0 = embed(batch), then h_{l+1} = layer(h_l; w_l): the input of each layer and the last
   // output; each layer's kept values into *saved (when given).
   template <class Batch>
-  std::vector<Tensor<T>> forward(const Batch& batch, Named& params, std::vector<SavedTensors>* saved) {
-    std::vector<Tensor<T>> xs;
+  std::vector<Tensor<H>> forward(const Batch& batch, Named& params, std::vector<SavedTensors>* saved) {
+    std::vector<Tensor<H>> xs;
     xs.push_back(detail::call_with(
         embed_, std::tuple_cat(detail::bindings_for<Embed>(batch), detail::bind_named<T>(M::embed_parameters(), params))));
     for (int l = 0; l < M::layers; ++l) {
@@ -332,7 +336,8 @@ class StackedStep {
   static constexpr bool kStepGraph = runtime::Policy<Policies...>::persistent;
 #if KILN_WITH_CUDA
   cuda::PooledGraph step_graph_;
-  Tensor<T> step_loss_, step_norm_;  // where the step's graph writes the loss and the gradient norm
+  Tensor<L> step_loss_;  // where the step's graph writes the loss and the gradient norm
+  Tensor<T> step_norm_;
 #endif
   using HeadProgram = decltype(compile<Policies...>(head_program(M::head_parameters())));
   using LayerBackward = decltype(compile<Policies...>(layer_vjp()));

@@ -153,9 +153,9 @@ constexpr auto training_step(Loss loss, std::tuple<Ws...> params, double beta1 =
 //   norm = sqrt(sum_p sum(g_p^2)),  c = min(max_grad_norm / (norm + 1e-6), 1),
 //   AdamW(p, m_p, v_p, c g_p)
 // each a small program per parameter rank, the norm summed on the device (norm2 += sum(g^2) per
-// parameter) and read back once. The sum is kept in T: for a bf16 or f16 model it is rounded to
-// 8 or 11 bits at each parameter, and f16's overflows above 65504. Ps: the tuples of kiln::param
-// symbols to update.
+// parameter) and read back once. The sum is kept in T, the weights' type: float for a bf16 or
+// f16 model, which kiln::Trainer trains on float master weights (train/mixed.hpp). Ps: the
+// tuples of kiln::param symbols to update.
 template <class T, class Ps, class... Policies>
 class ParameterUpdate {
  public:
@@ -304,7 +304,7 @@ class OneProgramStep {
 
   template <class Batch>
   double loss(const Batch& batch, Named& params) {
-    const Tensor<T> l = detail::call_with(eval_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
+    const auto l = detail::call_with(eval_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
     return static_cast<double>(widen(l.cpu()[0]));
   }
   template <class Batch>

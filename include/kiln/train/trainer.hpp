@@ -35,6 +35,10 @@
 // shows the step, steps/s, the time left and the loss (disable_tqdm turns it off).
 // scripts/plot_loss.py draws the log as a PNG.
 //
+// Mixed precision. A model whose element type is kiln::bf16 (args.bf16 must say so) or kiln::f16
+// computes in it and is trained on float master weights (train/mixed.hpp): its weights are
+// given, kept, returned by parameters() and saved in float, and so are AdamW's moments.
+//
 // Checkpoints. output_dir/checkpoint-<step> holds model.safetensors (the parameters, by their
 // names), optimizer.safetensors (AdamW's exp_avg.<name> and exp_avg_sq.<name>) and
 // trainer_state.json (the step, the epoch and the batch in it, the log history). It is written
@@ -65,6 +69,7 @@
 #include "kiln/runtime/compile.hpp"
 #include "kiln/train/arguments.hpp"
 #include "kiln/train/loop.hpp"
+#include "kiln/train/mixed.hpp"
 #include "kiln/train/stacked.hpp"
 #include "kiln/train/step.hpp"
 
@@ -125,8 +130,10 @@ struct TrainOutput {
 
 template <class Model, class... Policies>
 class Trainer {
+  using Trained = train::trained_t<Model>;  // the model, or for a 16-bit one its float masters (train/mixed.hpp)
+
  public:
-  using T = typename Model::element;
+  using T = typename Trained::element;  // the weights': Model::element, or float for a bf16 or f16 model
   using Parameters = train::Parameters<T>;
   using LogRecord = train::LogRecord;
 
@@ -136,6 +143,11 @@ class Trainer {
   Trainer(TrainingArguments args, const Parameters& weights, Device device = Device::cpu())
       : args_(std::move(args)), device_(device) {
     check_arguments(args_);
+    if (args_.bf16 != std::is_same_v<typename Model::element, bf16>)
+      throw ValueError(std::string("kiln::TrainingArguments: bf16 is ") + (args_.bf16 ? "true" : "false") +
+                       " but the model computes in " + dtype_name<typename Model::element>() +
+                       ": the model's element type says what it computes in (kiln::bf16 for bf16 mixed precision, "
+                       "whose master weights stay float), and bf16 must agree with it");
     Engine::for_each_parameter([&](auto w, const std::string& name) {
       const auto it = weights.find(name);
       if (it == weights.end()) throw ValueError("kiln::Trainer: the weights have no tensor named \"" + name + "\"");
@@ -348,7 +360,7 @@ class Trainer {
   struct EngineOf<M, void> {
     using type = train::StackedStep<M, Policies...>;
   };
-  using Engine = typename EngineOf<Model>::type;
+  using Engine = typename EngineOf<Trained>::type;
 
   // The tensors of a dataset's batches on the trainer's device, kept from batch to batch (a
   // new buffer only where the shape changes): a binding to each.
