@@ -9,12 +9,16 @@
 // for generation with a static KV cache.
 //
 //   scripts/fetch_fortunes.sh                                   # once: data/fortunes.txt
-//   ./build/examples/train_gpt [data/fortunes.txt] [--help] [--steps N] [--context N] [--batch N]
-//                              [--embd N] [--lr X] [--out DIR] [--device cpu|cuda]
+//   ./build/examples/train_gpt [data/fortunes.txt] [--help] [--steps N | --minutes M] [--context N]
+//                              [--batch N] [--embd N] [--lr X] [--out DIR] [--device cpu|cuda]
 //                              [--compile none|default|reduce-overhead|max-autotune] [--no-compare]
 //                              [--profile]
 //
-// The defaults are the README's run; --context, --batch, --embd and --lr change the model's
+// The defaults are the README's run. Without --steps it trains for as many steps as fit in
+// --minutes (8.5), at most 6000, counted from the step time it measures first: the README's
+// 10-minute budget on whatever machine runs it (6000 steps of 32 x 64 characters reach about
+// 1.6 nats/char; docs/benchmarks.md). --steps N trains N steps wherever it runs. --context,
+// --batch, --embd and --lr change the model's
 // width, its context and the batch without a rebuild (the layers and heads are template
 // arguments), --compile picks the Trainer's policy (torch.compile's modes: kiln::Eager,
 // kiln::Default, kiln::ReduceOverhead, kiln::MaxAutotune), --no-compare skips the timing of a
@@ -81,14 +85,16 @@ struct Corpus {
   }
 };
 
-// Windows of S + 1 characters of a stream, one every S (the context): sample i is the input
-// chars [i S, i S + S) and, as labels, the chars one further.
+// Windows of S + 1 characters of a stream (S: the context), one every `stride` characters:
+// sample i is the input chars [i stride, i stride + S) and, as labels, the chars one further.
+// Training windows overlap by half (stride S / 2), so that an epoch sees each character at two
+// places in its context; validation windows do not (stride S).
 struct Windows {
   const std::vector<long>* stream;
-  std::size_t context;
+  std::size_t context, stride;
   std::size_t limit = 0;  // at most this many windows (0: all)
   std::size_t size() const {
-    const std::size_t n = (stream->size() - 1) / context;
+    const std::size_t n = stream->size() > context ? (stream->size() - 1 - context) / stride + 1 : 0;
     return limit > 0 ? std::min(n, limit) : n;
   }
   struct Batch {
@@ -103,7 +109,7 @@ struct Windows {
             kiln::Tensor<kiln::i64>(kiln::Shape{B * S})};
     for (std::size_t r = 0; r < B; ++r)
       for (std::size_t s = 0; s < S; ++s) {
-        const std::size_t at = rows[r] * S + s;
+        const std::size_t at = rows[r] * stride + s;
         b.ids[r * S + s] = (*stream)[at];
         b.positions[r * S + s] = static_cast<long>(s);
         b.labels[r * S + s] = (*stream)[at + 1];
@@ -148,15 +154,16 @@ struct Options;
 // The run with a Trainer of Policies: its step time beside an eager step's, the training, the
 // validation loss. Returns the trained weights.
 template <class... Policies>
-kiln::train::Parameters<float> train_with(const Options& opt, const kiln::TrainingArguments& args,
+kiln::train::Parameters<float> train_with(const Options& opt, kiln::TrainingArguments args,
                                           const kiln::train::Parameters<float>& weights, const Windows& train,
                                           const Windows& valid);
 
 // The command line: the data file, and --name value options.
 struct Options {
   std::string data = "data/fortunes.txt", out = "train_gpt_output";
-  long steps = 2500, context = 64, batch = 32, embd = 128;
-  double lr = 8e-3;
+  long steps = 0, context = 64, batch = 32, embd = 128;  // steps 0: as many as fit in `minutes`
+  static constexpr long kMostSteps = 6000;
+  double lr = 8e-3, minutes = 8.5;
   bool compare = true, profile = false;
   std::string compile = "default";
   kiln::Device device = kiln::Device::cpu();
@@ -173,18 +180,23 @@ struct Options {
         if (x <= 0) throw std::invalid_argument(a + " must be positive");
       };
       if (a == "--help" || a == "-h") {
-        std::printf("usage: train_gpt [data/fortunes.txt] [--steps N] [--context N] [--batch N] [--embd N] [--lr X]\n"
-                    "                 [--out DIR] [--device cpu|cuda] [--compile MODE] [--no-compare] [--profile]\n"
-                    "defaults: --steps 2500 --context 64 --batch 32 --embd 128 --lr 8e-3 --out train_gpt_output,\n"
+        std::printf("usage: train_gpt [data/fortunes.txt] [--steps N | --minutes M] [--context N] [--batch N] [--embd N]\n"
+                    "                 [--lr X] [--out DIR] [--device cpu|cuda] [--compile MODE] [--no-compare] [--profile]\n"
+                    "defaults: --minutes 8.5 (as many steps as fit, at most %ld, from the measured step time; --steps N\n"
+                    "          trains N steps) --context 64 --batch 32 --embd 128 --lr 8e-3 --out train_gpt_output,\n"
                     "          --device cpu (cuda: the GPU, where train_gpt was built with the CUDA kernels),\n"
                     "          --compile default (none, default, reduce-overhead or max-autotune: kiln::Eager,\n"
                     "          kiln::Default, kiln::ReduceOverhead, kiln::MaxAutotune)\n"
                     "--embd must be a multiple of %d (the heads); --no-compare skips the eager/compiled step timing;\n"
                     "--profile times every kernel of the training and prints the plans with the times\n",
-                    kHeads);
+                    kMostSteps, kHeads);
         std::exit(0);
       }
       if (a == "--steps") positive(steps);
+      else if (a == "--minutes") {
+        minutes = std::stod(value());
+        if (!(minutes > 0)) throw std::invalid_argument("--minutes must be positive");
+      }
       else if (a == "--context") positive(context);
       else if (a == "--batch") positive(batch);
       else if (a == "--embd") positive(embd);
@@ -214,15 +226,23 @@ struct Options {
 };
 
 template <class... Policies>
-kiln::train::Parameters<float> train_with(const Options& opt, const kiln::TrainingArguments& args,
+kiln::train::Parameters<float> train_with(const Options& opt, kiln::TrainingArguments args,
                                           const kiln::train::Parameters<float>& weights, const Windows& train,
                                           const Windows& valid) {
   // The compiled step beside the eager one (kiln::Eager: one kernel per node).
+  double step_ms = 0;
   if (opt.compare && opt.compile != "none") {
-    const double compiled_ms = ms_per_step<Policies...>(args, weights, train, opt.device),
-                 eager_ms = ms_per_step<kiln::Eager>(args, weights, train, opt.device);
+    step_ms = ms_per_step<Policies...>(args, weights, train, opt.device);
+    const double eager_ms = ms_per_step<kiln::Eager>(args, weights, train, opt.device);
     std::printf("step time (batch %ld x %ld chars): %s %.2f ms, eager %.2f ms (%.2fx)\n", opt.batch, opt.context,
-                opt.compile.c_str(), compiled_ms, eager_ms, eager_ms / compiled_ms);
+                opt.compile.c_str(), step_ms, eager_ms, eager_ms / step_ms);
+  }
+  if (opt.steps == 0) {  // as many steps as fit in opt.minutes, in fifties, at most kMostSteps
+    if (step_ms == 0) step_ms = ms_per_step<Policies...>(args, weights, train, opt.device);
+    const double fit = opt.minutes * 60e3 / step_ms;
+    args.max_steps = std::clamp(static_cast<long>(fit / 50) * 50, 50L, Options::kMostSteps);
+    std::printf("training for %ld steps: as many as fit in %g minutes at %.2f ms per step (at most %ld)\n",
+                args.max_steps, opt.minutes, step_ms, Options::kMostSteps);
   }
   // The Trainer prints its log (and on a terminal a progress bar) and writes it to
   // opt.out/trainer_log.jsonl; scripts/plot_loss.py draws it.
@@ -262,7 +282,8 @@ int main(int argc, char** argv) try {
   args.logging_steps = 250, args.save_steps = 0, args.seed = 7;
   const auto context = static_cast<std::size_t>(opt.context);
   // The same validation characters whatever the context: the first 131072 (as 2048 windows of 64).
-  const Windows train{&corpus.train, context}, valid{&corpus.valid, context, 131072 / context};
+  const Windows train{&corpus.train, context, std::max<std::size_t>(1, context / 2)},
+      valid{&corpus.valid, context, context, 131072 / context};
 
   // --compile picks the policies of the Trainer's type (torch.compile's mode, as a type).
   const auto trained = opt.compile == "none"              ? train_with<kiln::Eager>(opt, args, weights, train, valid)

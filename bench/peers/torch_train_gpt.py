@@ -6,7 +6,8 @@ side by side.
   Data   data/fortunes.txt (scripts/fetch_fortunes.sh), parsed as train_gpt's Corpus: the
          vocabulary is the distinct bytes, sorted; the text splits into fortunes after each
          "\\n%\\n"; every tenth fortune (n % 10 == 9) is validation. A sample is a window of 64 + 1
-         characters, one every 64 (input chars [64 i, 64 i + 64), labels one further). Batch 32;
+         characters; training windows start every 32 characters (input chars [32 i, 32 i + 64),
+         labels one further), validation windows every 64, as train_gpt's. Batch 32;
          each epoch visits the windows in an order shuffled with seed + epoch (numpy's generator,
          not kiln's mt19937_64, so the order differs); the last, partial batch of an epoch is
          kept (dataloader_drop_last false). Validation: the first 2048 windows, in batches of 64.
@@ -95,8 +96,8 @@ class Corpus:
         self.valid = np.concatenate(valid) if valid else np.zeros(0, np.int64)
 
 
-def windows(stream, context, limit=0):
-    n = (len(stream) - 1) // context
+def windows(stream, context, stride, limit=0):
+    n = (len(stream) - 1 - context) // stride + 1 if len(stream) > context else 0
     return min(n, limit) if limit > 0 else n
 
 
@@ -107,16 +108,17 @@ def unigram_loss(c):
 
 
 class Batches:
-    """Windows of a stream (a tensor on the device) gathered by sample index."""
+    """Windows of a stream (a tensor on the device), one every `stride` characters, gathered by
+    sample index."""
 
-    def __init__(self, stream, context, device):
+    def __init__(self, stream, context, stride, device):
         self.stream = torch.as_tensor(stream, dtype=torch.int64).to(device)
         self.offsets = torch.arange(context + 1, device=device)
-        self.context, self.device = context, device
+        self.stride, self.device = stride, device
 
     def batch(self, rows):
         rows = torch.as_tensor(rows, dtype=torch.int64).to(self.device)
-        chunk = self.stream[rows[:, None] * self.context + self.offsets]  # [B, S + 1]
+        chunk = self.stream[rows[:, None] * self.stride + self.offsets]  # [B, S + 1]
         return chunk[:, :-1], chunk[:, 1:]
 
 
@@ -321,9 +323,10 @@ def main():
     corpus = Corpus(args.data)
     V = len(corpus.vocab)
     S = args.context
-    n_train = windows(corpus.train, S)
-    n_valid = windows(corpus.valid, S, args.valid_windows or max(1, VALID_CHARS // S))
-    train_data, valid_data = Batches(corpus.train, S, device), Batches(corpus.valid, S, device)
+    n_train = windows(corpus.train, S, max(1, S // 2))
+    n_valid = windows(corpus.valid, S, S, args.valid_windows or max(1, VALID_CHARS // S))
+    train_data = Batches(corpus.train, S, max(1, S // 2), device)
+    valid_data = Batches(corpus.valid, S, S, device)
     unigram = unigram_loss(corpus)
     n_params = sum(p.numel() for p in GPT(V, S, args.embd).parameters())
     say(f"torch {torch.__version__} on {args.device}"
