@@ -98,6 +98,8 @@ TEST_CASE("Trainer in ReduceOverhead on the GPU: a stacked model's step is one g
   // step 1 runs the programs directly, step 2 captures the step, steps 3-25 replay it
   CHECK(gpu.graph_captures() == 1);
   CHECK(gpu.graph_replays() == 23);
+  // explain() names what cuBLASLt offered for each product it runs.
+  CHECK(gpu.explain().find("    cuBLASLt: ") != std::string::npos);
 }
 
 TEST_CASE("Trainer in ReduceOverhead on the GPU: a bf16 model on float master weights follows float64") {

@@ -80,6 +80,16 @@ class CudaExecutor {
         cs.kernels[G].gemm_plan = cuda::make_gemm_plan<Desc>(st.template slot<G>().args);
     });
     fold_bias_gradients(st, cs, group_out);
+    // What cuBLASLt offered, for explain(): where it runs the product (not kiln's small-product kernel).
+    lower::for_each_index<nkernels>([&](auto g) {
+      constexpr int G = decltype(g)::value;
+      using Desc = typename Plan::template desc<G>;
+      if constexpr (requires { st.template slot<G>().args.epilogue; }) {
+        const auto& k = cs.kernels[G];
+        if (k.gemm_plan && (k.gemm_plan->bias_grad || !cuda::small_gemm_applies(st.template slot<G>().args, Desc::has_epilogue)))
+          st.backend_notes[G] = cuda::describe(*k.gemm_plan);
+      }
+    });
   }
 
   // After the plan is built: each kernel's scratch, allocated once per shape signature.

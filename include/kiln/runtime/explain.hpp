@@ -148,6 +148,7 @@ std::string explain_shapes(const ShapePlan<F>& st, std::size_t saved_bytes) {
       s += line;
     }
     s += "\n";
+    if (!st.backend_notes[g].empty()) s += "    " + st.backend_notes[g] + "\n";
     if (!st.tune_notes[g].empty()) s += "    autotune: " + st.tune_notes[g] + "\n";
   }
   s += "  arena: " + std::to_string(st.arena_bytes) + " bytes\n";

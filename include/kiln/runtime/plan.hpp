@@ -75,6 +75,7 @@ struct ShapePlan {
   // What the executor observed running it: MaxAutotune's choices, profiling.
   bool tuned = false;
   std::array<std::string, F::kArray> tune_notes;
+  std::array<std::string, F::kArray> backend_notes;  // what a backend chose at plan time (a GEMM's library algorithm)
   std::array<double, F::kArray> profile_ms{};  // summed over profiled calls
   long profiled_calls = 0;
 

@@ -213,6 +213,24 @@ inline void prefer_split_k(GemmPlan& p, std::uint64_t m, std::uint64_t n, std::u
   }
 }
 
+// What cuBLASLt offered for a product, for explain(): how many algorithms its heuristic gave,
+// which one runs by default (its id) and into how many parts it splits k, and how many of the
+// others split k.
+inline std::string describe(const GemmPlan& p) {
+  const auto config = [](const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t a) {
+    std::int32_t v = 0;
+    std::size_t got = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, sizeof v, &got) == CUBLAS_STATUS_SUCCESS ? v : -1;
+  };
+  if (p.nalgos == 0) return "cuBLASLt: no algorithm";
+  int splitting = 0;
+  for (int i = 1; i < p.nalgos; ++i) splitting += config(p.algos[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1;
+  return "cuBLASLt: " + std::to_string(p.nalgos) + " algorithms; the default, id " +
+         std::to_string(config(p.algos[0].algo, CUBLASLT_ALGO_CONFIG_ID)) + ", splits k into " +
+         std::to_string(std::max(1, config(p.algos[0].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM))) + "; " +
+         std::to_string(splitting) + " of the others split k" + (p.bias_grad ? "; with BGRADA" : "");
+}
+
 // Builds the descriptors for g's shape and strides (pointers are set at launch); none for an
 // empty product (a zero batch, m, n or k), which run_gemm handles without cuBLASLt.
 // bias_grad: with cuBLASLt's BGRADA epilogue, which also writes kiln's B summed over its rows
