@@ -2,8 +2,8 @@
 // kiln::f16) computes in 16 bits but is trained on float master weights, as torch.autocast
 // trains float parameters: every parameter w of element type T is read as cast<T>(w_master),
 // w_master being the float parameter of w's name. So
-//   - the forward and backward compute in T, as the model is written (each cast is one
-//     convert kernel, or part of the kernel that reads it);
+//   - the forward and backward compute in T, as the model is written (each cast is at most
+//     one convert kernel per program call that reads the weight);
 //   - a gradient reaches the master through the cast's derivative, widened to float;
 //   - the gradient norm, the clipping, AdamW's moments and the update are float, and updates
 //     smaller than half a step of T accumulate in the master instead of rounding away;
