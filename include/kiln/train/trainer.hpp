@@ -68,6 +68,7 @@
 #include "kiln/io/safetensors.hpp"
 #include "kiln/runtime/compile.hpp"
 #include "kiln/train/arguments.hpp"
+#include "kiln/train/checkpoint.hpp"
 #include "kiln/train/loop.hpp"
 #include "kiln/train/mixed.hpp"
 #include "kiln/train/stacked.hpp"
@@ -75,10 +76,6 @@
 
 namespace kiln {
 namespace train {
-
-// Named parameter tensors (a model's weights), by their kiln::param names.
-template <class T>
-using Parameters = std::map<std::string, Tensor<T>>;
 
 // A data set: size() samples, and batch(rows) the batch of those sample indices, whose
 // bindings() is a tuple of bindings (x = tensor, ...) of tensors the batch holds.
@@ -95,19 +92,6 @@ struct NoData {
   };
   std::size_t size() const { return 0; }
   Batch batch(std::span<const std::size_t>) const { return {}; }
-};
-
-// One line of the log history: a training record (loss, learning rate, gradient norm, each the
-// mean over the steps since the last record) or an evaluation (eval_loss); NaN where absent.
-struct LogRecord {
-  long step = 0;
-  double epoch = 0;
-  double loss = std::numeric_limits<double>::quiet_NaN();
-  double learning_rate = std::numeric_limits<double>::quiet_NaN();
-  double grad_norm = std::numeric_limits<double>::quiet_NaN();
-  double eval_loss = std::numeric_limits<double>::quiet_NaN();
-  double steps_per_second = std::numeric_limits<double>::quiet_NaN();    // since the last record
-  double samples_per_second = std::numeric_limits<double>::quiet_NaN();  // since the last record
 };
 
 // What Trainer::predict returns: the predictions of every sample, in the data's order (each
@@ -320,15 +304,7 @@ class Trainer {
   // Writes output_dir/checkpoint-<global_step> now (atomically; see the top of this file) and
   // removes the oldest beyond save_total_limit. Returns its path.
   std::string save_checkpoint() {
-    namespace fs = std::filesystem;
-    const fs::path dir = fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
-    const fs::path tmp = dir.string() + ".tmp";
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    fs::create_directories(tmp, ec);
-    if (ec) throw FileError("kiln::Trainer: cannot create " + tmp.string() + ": " + ec.message());
-    io::save_safetensors((tmp / "model.safetensors").string(), named(params_));
-    io::save_safetensors((tmp / "optimizer.safetensors").string(), named(moments_));
+    const std::filesystem::path dir = std::filesystem::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
     nlohmann::json state = {{"global_step", global_step_},
                             {"epoch", epoch_},
                             {"step_in_epoch", step_in_epoch_},
@@ -336,16 +312,9 @@ class Trainer {
                             {"seed", args_.seed},
                             {"pending_log", {pending_.steps, pending_.loss, pending_.learning_rate, pending_.grad_norm}},
                             {"log_history", nlohmann::json::array()}};
-    for (const LogRecord& r : log_) state["log_history"].push_back(to_json(r));
-    {
-      std::ofstream out(tmp / "trainer_state.json");
-      out << state.dump(2) << "\n";
-      if (!out) throw FileError("kiln::Trainer: cannot write " + (tmp / "trainer_state.json").string());
-    }
-    fs::remove_all(dir, ec);
-    fs::rename(tmp, dir, ec);
-    if (ec) throw FileError("kiln::Trainer: cannot rename " + tmp.string() + " to " + dir.string() + ": " + ec.message());
-    rotate_checkpoints();
+    for (const LogRecord& r : log_) state["log_history"].push_back(train::to_json(r));
+    train::write_checkpoint<T>(dir, {{"model.safetensors", &params_}, {"optimizer.safetensors", &moments_}}, state);
+    train::rotate_checkpoints(args_.output_dir, args_.save_total_limit);
     return dir.string();
   }
 
@@ -434,12 +403,12 @@ class Trainer {
     const std::string path = (std::filesystem::path(args_.output_dir) / "trainer_log.jsonl").string();
     log_file_.emplace(path, std::ios::trunc);
     if (!*log_file_) throw FileError("kiln::Trainer: cannot write " + path);
-    for (const LogRecord& r : log_) *log_file_ << to_json(r).dump() << "\n";  // a resumed run's history
+    for (const LogRecord& r : log_) *log_file_ << train::to_json(r).dump() << "\n";  // a resumed run's history
     log_file_->flush();
   }
   void record(const LogRecord& r) {
     log_.push_back(r);
-    if (log_file_) *log_file_ << to_json(r).dump() << "\n" << std::flush;
+    if (log_file_) *log_file_ << train::to_json(r).dump() << "\n" << std::flush;
     if (!args_.print_logs) return;
     char line[320];
     int at = std::snprintf(line, sizeof line, "step %ld/%ld  epoch %.2f", r.step, total_, r.epoch);
@@ -461,75 +430,20 @@ class Trainer {
                   out.train_runtime, out.train_steps_per_second, out.train_samples_per_second, out.training_loss);
     progress_.print(line);
   }
-  static constexpr const char* log_fields[] = {"loss", "learning_rate", "grad_norm", "eval_loss", "steps_per_second",
-                                               "samples_per_second"};
-  static auto fields(LogRecord& r) {
-    return std::array<double*, 6>{&r.loss, &r.learning_rate, &r.grad_norm, &r.eval_loss, &r.steps_per_second, &r.samples_per_second};
-  }
-  static nlohmann::json to_json(LogRecord r) {
-    nlohmann::json j = {{"step", r.step}, {"epoch", r.epoch}};
-    const auto values = fields(r);
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (!std::isnan(*values[i])) j[log_fields[i]] = *values[i];
-    return j;
-  }
-  static LogRecord from_json(const nlohmann::json& j) {
-    LogRecord r{.step = j.at("step").get<long>(), .epoch = j.at("epoch").get<double>()};
-    const auto values = fields(r);
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (j.contains(log_fields[i])) *values[i] = j.at(log_fields[i]).template get<double>();
-    return r;
-  }
-
-  static std::vector<io::NamedTensor> named(const Parameters& p) {
-    std::vector<io::NamedTensor> out;
-    for (const auto& [name, t] : p) out.emplace_back(name, t);
-    return out;
-  }
   // Reads a checkpoint written by save_checkpoint: every tensor must be there with its shape
   // (a FileError or ShapeError names the first that is not), then the loop's position.
   void load_checkpoint(const std::string& dir) {
-    const auto read = [&](const std::string& file, Parameters& into) {
-      const io::SafetensorsFile f(dir + "/" + file);
-      for (auto& [name, t] : into) {
-        Tensor<T> v = f.get<T>(name, device_);
-        if (!(v.shape() == t.shape()))
-          throw ShapeError("kiln::Trainer: checkpoint " + dir + ": \"" + name + "\" has shape " + v.shape().str() +
-                           ", the trainer's " + t.shape().str());
-        t.copy_from(v);
-      }
-    };
-    read("model.safetensors", params_);
-    read("optimizer.safetensors", moments_);
-    std::ifstream in(dir + "/trainer_state.json");
-    if (!in) throw FileError("kiln::Trainer: checkpoint " + dir + " has no readable trainer_state.json");
-    try {
-      const auto state = nlohmann::json::parse(in);
+    train::read_checkpoint_tensors(dir, "model.safetensors", params_, device_);
+    train::read_checkpoint_tensors(dir, "optimizer.safetensors", moments_, device_);
+    train::read_checkpoint_state(dir, [&](const nlohmann::json& state) {
       global_step_ = state.at("global_step").get<long>();
       epoch_ = state.at("epoch").get<long>();
       step_in_epoch_ = state.at("step_in_epoch").get<std::size_t>();
       const auto& p = state.at("pending_log");
       pending_ = {p.at(0).get<long>(), p.at(1).get<double>(), p.at(2).get<double>(), p.at(3).get<double>()};
       log_.clear();
-      for (const auto& r : state.at("log_history")) log_.push_back(from_json(r));
-    } catch (const nlohmann::json::exception& e) {
-      throw FileError("kiln::Trainer: checkpoint " + dir + ": trainer_state.json: " + e.what());
-    }
-  }
-  void rotate_checkpoints() const {
-    namespace fs = std::filesystem;
-    if (args_.save_total_limit <= 0) return;
-    std::vector<std::pair<long, fs::path>> found;
-    for (const auto& e : fs::directory_iterator(args_.output_dir)) {
-      const std::string name = e.path().filename().string();
-      if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0) continue;
-      const std::string digits = name.substr(11);
-      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-      found.emplace_back(std::stol(digits), e.path());
-    }
-    std::sort(found.begin(), found.end());
-    for (std::size_t i = 0; i + static_cast<std::size_t>(args_.save_total_limit) < found.size(); ++i)
-      fs::remove_all(found[i].second);
+      for (const auto& r : state.at("log_history")) log_.push_back(train::log_record_from_json(r));
+    });
   }
 
   TrainingArguments args_;
