@@ -51,6 +51,28 @@ inline void transposed_operands_through_strides() {
   ref::check_close(q.cpu(), ref::matmul(ra, ref::transpose(rb)), 1e-4, 1e-4);
 }
 
+// Few output tiles over a long k (a narrow layer's weight gradient x^T dz over many rows): on
+// the GPU cuBLASLt is asked for an algorithm that splits k (cuda::prefer_split_k), its parts
+// added in a fixed order. The char-GPT head's [128, 2048] x [2048, 114] with A a transposed
+// view; A row-major; B a transposed view; and an epilogue after the product.
+inline void few_tiles_over_a_long_k() {
+  constexpr auto a = kiln::input<"a", 2>();
+  constexpr auto b = kiln::input<"b", 2>();
+  constexpr auto z = kiln::input<"z", 2>();
+  auto f = kiln::compile(kiln::matmul(kiln::transpose(a), b));
+  const auto at = cases::randn({2048, 128}, 61), bt = cases::randn({2048, 114}, 62);
+  ref::check_close(f(a = at, b = bt).cpu(), ref::matmul(ref::transpose(ref::from(at.cpu())), ref::from(bt.cpu())), 1e-4, 1e-4);
+  // On the H100 and H200 cuBLASLt splits this product's k (explain() names its first algorithm's split).
+  if (cases::device().is_cuda()) CHECK(f.explain().find("splits k into 1;") == std::string::npos);
+  auto g = kiln::compile(kiln::outputs(kiln::matmul(a, kiln::transpose(b)), kiln::matmul(a, kiln::transpose(b)) * 2.0f + z));
+  const auto ct = cases::randn({96, 1501}, 63), dt = cases::randn({42, 1501}, 64), zt = cases::randn({96, 42}, 65);
+  auto [u, v] = g(a = ct, b = dt, z = zt);
+  const auto want = ref::matmul(ref::from(ct.cpu()), ref::transpose(ref::from(dt.cpu())));
+  ref::check_close(u.cpu(), want, 1e-4, 1e-4);
+  ref::check_close(v.cpu(), ref::zip(want, ref::from(zt.cpu()), [](double x, double y) { return 2 * x + y; }), 1e-4, 1e-4);
+  check_matmul<2, 2>({64, 3000}, {3000, 66});  // A and B row-major
+}
+
 inline void epilogue_bias_activation_residual() {
   constexpr auto x = kiln::input<"x", 2>();
   constexpr auto w = kiln::param<"w", 2>();
