@@ -137,6 +137,53 @@ inline void chunk_and_split() {
   CHECK_THROWS_WITH_AS(split(x = cases::randn({2, 3, 8}, 316)), doctest::Contains("ends past the axis"), kiln::ShapeError);
 }
 
+// concat_parts: chunk's inverse, one kernel; parts of different shapes are a ShapeError. The
+// gradient of a value whose every chunk is used is the parts' gradients concatenated in one
+// kernel (kiln::sum_of_parts), not one zero-filled copy of the value per part and their sum;
+// with a part unused, the placed parts' sum (zeros where the unused part was).
+inline void concat_parts_and_the_gradient_of_every_chunk() {
+  constexpr auto a = kiln::input<"a", 3>();
+  constexpr auto b = kiln::input<"b", 3>();
+  constexpr auto c = kiln::input<"c", 3>();
+  auto f = kiln::compile(kiln::concat_parts<1>(a, kiln::exp(b), c));
+  const auto at = cases::randn({2, 3, 4}, 325), bt = cases::randn({2, 3, 4}, 326), ct = cases::randn({2, 3, 4}, 327);
+  const auto ra = ref::from(at.cpu()), rb = ref::map(ref::from(bt.cpu()), [](double e) { return std::exp(e); });
+  ref::check_close(f(a = at, b = bt, c = ct).cpu(), concat(concat(ra, rb, 1), ref::from(ct.cpu()), 1), 1e-6, 1e-6);
+  CHECK_THROWS_WITH_AS(f(a = at, b = bt, c = cases::randn({2, 3, 5}, 328)),
+                       doctest::Contains("concat_parts along axis 1: parts of shapes [2, 3, 4] and [2, 3, 5]"), kiln::ShapeError);
+
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto y = kiln::input<"y", 2>();
+  const auto parts_loss = [](auto v, auto w) {
+    auto [q, k, u] = kiln::chunk<3, -1>(kiln::matmul(v, w));
+    return kiln::sum(kiln::tanh(q) * k + kiln::exp(u));
+  };
+  auto g = kiln::compile(std::get<0>(kiln::grad(parts_loss(x, y), x)));
+  const std::string plan = g.explain();
+  CHECK(plan.find("concat_parts") != std::string::npos);
+  CHECK(plan.find("chunk_insert") == std::string::npos);
+  const auto xt = cases::randn({5, 4}, 329), yt = cases::randn({4, 9}, 330);
+  // d/dP of sum(tanh(q) k + exp(u)), P = x y = [q k u]: [(1 - tanh^2 q) k, tanh q, exp u]; dx = dP y^T.
+  const auto rp = ref::matmul(ref::from(xt.cpu()), ref::from(yt.cpu()));
+  ref::Array dp = ref::zeros({5, 9});
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 3; ++j) {
+      const double q = rp.data[i * 9 + j], k = rp.data[i * 9 + 3 + j], u = rp.data[i * 9 + 6 + j];
+      dp.data[i * 9 + j] = (1 - std::tanh(q) * std::tanh(q)) * k;
+      dp.data[i * 9 + 3 + j] = std::tanh(q);
+      dp.data[i * 9 + 6 + j] = std::exp(u);
+    }
+  ref::check_close(g(x = xt, y = yt).cpu(), ref::matmul(dp, ref::transpose(ref::from(yt.cpu()))), 1e-4, 1e-4);
+
+  // Two of three parts used: the sum of the placed parts, zeros for the third.
+  gradcheck::unary<2>("chunk<3, -1>, a part unused", [](auto v) {
+    auto [q, k, u] = kiln::chunk<3, -1>(v);
+    return q * kiln::exp(u);
+  }, {2, 9}, -1, 1);
+  gradcheck::binary<3, 3>("concat_parts<-1>", [](auto v, auto w) { return kiln::tanh(kiln::concat_parts<-1>(v * w, kiln::exp(v))); },
+                          {2, 3, 2}, {2, 3, 2}, -1, 1);
+}
+
 // Positions known when the expression is built (a model's configuration, a cache position on
 // the host), not when the code is compiled.
 inline void slice_extract_insert_at_run_time_positions() {

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "kiln/autodiff/dag.hpp"
+#include "kiln/expr/ops/axis_copy.hpp"
 #include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/expr/ops/host.hpp"
 
@@ -113,9 +114,12 @@ struct Reverse {
     }
   }
 
+  // The contributions' sum; every part of a chunked value placed back is one concat instead
+  // (kiln::sum_of_parts).
   template <class A, class... B>
   static constexpr auto sum(const A& a, const B&... b) {
     if constexpr (sizeof...(B) == 0) return a;
+    else if constexpr (!std::is_same_v<decltype(sum_of_parts(a, b...)), std::nullptr_t>) return sum_of_parts(a, b...);
     else return add_cotangents(a, sum(b...));
   }
 

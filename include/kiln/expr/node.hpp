@@ -61,8 +61,11 @@ enum class AxisCopyForm : std::uint8_t {
   WriteAt,    // write_slice: x with a window replaced by src
   ExtractAt,  // extract at a run-time position
   InsertAt,   // insert at a run-time position
-  ZeroAt      // x with a window set to 0 (write_slice's derivative for x)
+  ZeroAt,     // x with a window set to 0 (write_slice's derivative for x)
+  ConcatParts // equal parts one after the other (chunk's inverse)
 };
+// The most segments one axis copy has (the sources of a concat_parts).
+inline constexpr int kMaxAxisCopySegments = 3;
 // Attention (expr/ops/attention.hpp): its mask, and its parts, each a kernel of the attention
 // kind (the kernels' Part argument is the part's number).
 enum class AttentionMask : std::uint8_t { None, Causal };

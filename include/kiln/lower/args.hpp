@@ -125,7 +125,7 @@ struct ReduceToArgs : RowArgs<T, NL, NC, 0> {
 // only the window is written. The iteration space is then src's (rows x len), read through load
 // 1, and element (row index idx, j) goes to out[sum_d idx[d] out_outer[d] + j out_inner +
 // p out_axis_stride].
-inline constexpr int kMaxSegments = 3;
+inline constexpr int kMaxSegments = kMaxAxisCopySegments;
 
 template <class I>
 struct AxisCopyPosition {

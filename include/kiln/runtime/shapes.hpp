@@ -1,6 +1,7 @@
 // kiln: call-time shape inference and the strides each kernel reads with. Every check runs
 // before the first kernel, so a ShapeError leaves no output half-written.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -122,7 +123,7 @@ struct AxisSegment {
 struct AxisCopyLayout {
   Shape out;
   int nsegments = 0;
-  AxisSegment segments[3];
+  AxisSegment segments[kMaxAxisCopySegments];
   index_t max_position = 0;
 };
 inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vector<Shape>& shapes, const NodeParams& p) {
@@ -146,6 +147,17 @@ inline AxisCopyLayout axis_copy_layout(const graph::NodeInfo& n, const std::vect
       l.nsegments = 2;
       l.segments[0] = {0, 0, extent(0)};
       l.segments[1] = {0, extent(0), extent(1), 1};
+      return l;
+    }
+    case AxisCopyForm::ConcatParts: {  // the parts, of one shape, one after the other
+      for (int k = 1; k < n.nchildren; ++k)
+        if (!(child(k) == child(0)))
+          throw ShapeError("concat_parts along axis " + std::to_string(a) + ": parts of shapes " + child(0).str() + " and " +
+                           child(k).str() + "; every part must have one shape");
+      l.out = child(0);
+      l.out[a] = child(0)[a] * static_cast<std::size_t>(n.nchildren);
+      l.nsegments = std::min(n.nchildren, kMaxAxisCopySegments);  // concat_parts takes at most that many
+      for (int k = 0; k < l.nsegments; ++k) l.segments[k] = {0, k * extent(0), extent(0), k};
       return l;
     }
     case AxisCopyForm::Slice: {

@@ -10,6 +10,8 @@
 //   swap_halves<A>(x)                  x's second half along A, then its first (an even extent)
 //   chunk<N, A>(x)                     a tuple of the N equal parts of x along A (torch.chunk,
 //                                      with an extent that N divides), each one kernel
+//   concat_parts<A>(p0, p1[, p2])      parts of one shape one after the other along A: chunk's
+//                                      inverse, one kernel (at most kMaxAxisCopySegments parts)
 //   split<A, S...>(x)                  a tuple of the parts of extents S... along A (slices)
 // extract and insert take their offset partly from other values' shapes (o..., read for their
 // shapes only), and their result's shape from `like`; extract<A>(x, off, like) and
@@ -56,6 +58,8 @@ template <int Axis, int K, int N>
 struct Chunk;
 template <int Axis, int K, int N>
 struct ChunkInsert;
+template <int Axis, int N>
+struct ConcatParts;
 
 template <int Axis, Expression A, Expression B>
 constexpr auto concat(A a, B b);
@@ -85,6 +89,8 @@ template <int Axis, int K, int N, Expression X>
 constexpr auto chunk_part(X x);
 template <int Axis, int K, int N, Expression X, Expression L>
 constexpr auto chunk_insert(X x, L like);
+template <int Axis, Expression X, Expression... Rest>
+constexpr auto concat_parts(X x, Rest... rest);
 
 namespace detail {
 // The fields every axis-copy op has; Form says how the planner reads its operands.
@@ -216,6 +222,37 @@ struct ChunkInsert : detail::AxisCopyOp<Axis, AxisCopyForm::ChunkInsert, K, N> {
   static constexpr auto jvp(const N_& y, const Tx& t, const Tl&) {
     const auto& like = std::get<1>(y.children);
     return autodiff::tangent_apply([&](const auto& v) { return chunk_insert<Axis, K, N>(v, like); }, t);
+  }
+};
+
+// The N parts of one shape, one after the other along the axis; the adjoint of part K is part
+// K of the gradient. A tangent of some parts only (the others constant) places those parts in
+// y's shape, zeros elsewhere.
+template <int Axis, int N>
+struct ConcatParts : detail::AxisCopyOp<Axis, AxisCopyForm::ConcatParts, 0, N> {
+  static constexpr const char* name = "concat_parts";
+  template <class N_, class G>
+  static constexpr auto vjp(const N_&, const G& g) {
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      return std::tuple{chunk_part<Axis, static_cast<int>(K), N>(g)...};
+    }(std::make_index_sequence<N>{});
+  }
+  template <class N_, class... Ts>
+  static constexpr auto jvp(const N_& y, const Ts&... ts) {
+    if constexpr (!(std::is_same_v<Ts, autodiff::NoGrad> || ...)) return concat_parts<Axis>(ts...);
+    else return placed_parts<0>(y, autodiff::NoGrad{}, ts...);
+  }
+
+ private:
+  // acc + each tangent from part K on placed at its position in y's shape (chunk_insert).
+  template <int K, class Y, class Acc>
+  static constexpr auto placed_parts(const Y&, const Acc& acc) {
+    return acc;
+  }
+  template <int K, class Y, class Acc, class T, class... Rest>
+  static constexpr auto placed_parts(const Y& y, const Acc& acc, const T& t, const Rest&... rest) {
+    const auto part = autodiff::tangent_apply([&](const auto& v) { return chunk_insert<Axis, K, N>(v, y); }, t);
+    return placed_parts<K + 1>(y, autodiff::add_cotangents(acc, part), rest...);
   }
 };
 
@@ -431,6 +468,76 @@ constexpr auto chunk(X x) {
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
     return std::tuple{chunk_part<Axis, static_cast<int>(K), N>(x)...};
   }(std::make_index_sequence<N>{});
+}
+
+// The parts x, rest... (each of x's shape) one after the other along the axis, in one kernel:
+// auto qkv = concat_parts<-1>(q, k, v) is chunk<3, -1>'s inverse. Parts of different shapes
+// are a ShapeError at the call.
+template <int Axis, Expression X, Expression... Rest>
+constexpr auto concat_parts(X x, Rest... rest) {
+  constexpr int n = 1 + static_cast<int>(sizeof...(Rest));
+  static_assert(n >= 2 && n <= kMaxAxisCopySegments,
+                "kiln::concat_parts: give 2 or 3 parts (one axis copy has at most kMaxAxisCopySegments sources); "
+                "concat the result with kiln::concat for more");
+  detail::same_rank_and_type<X, Rest...>();
+  constexpr int ax = detail::normalized_axis<Axis, X::rank>();
+  return Node<ConcatParts<ax, n>, X, Rest...>(ConcatParts<ax, n>{}, x, rest...);
+}
+
+namespace detail {
+template <class T>
+struct inserted_part : std::false_type {};
+template <int Axis, int K, int N, class X, class L>
+struct inserted_part<Node<ChunkInsert<Axis, K, N>, X, L>> : std::true_type {
+  static constexpr int axis = Axis, k = K, n = N;
+  using like = L;
+};
+// Whether Terms are chunk_insert<A, K, N>(x_K, like) for every K in 0 .. N-1, once each, with
+// one axis, N and like, and N parts fit one concat_parts.
+template <class... Terms>
+constexpr bool are_all_parts() {
+  if constexpr (!(inserted_part<Terms>::value && ...)) {
+    return false;
+  } else {
+    using First = inserted_part<std::tuple_element_t<0, std::tuple<Terms...>>>;
+    constexpr int n = First::n;
+    if (static_cast<int>(sizeof...(Terms)) != n || n > kMaxAxisCopySegments) return false;
+    if (!((inserted_part<Terms>::axis == First::axis && inserted_part<Terms>::n == n &&
+           std::is_same_v<typename inserted_part<Terms>::like, typename First::like>) && ...))
+      return false;
+    bool seen[kMaxAxisCopySegments] = {};
+    for (int k : {inserted_part<Terms>::k...}) {
+      if (seen[k]) return false;
+      seen[k] = true;
+    }
+    return true;
+  }
+}
+// The position in Terms of the part K.
+template <int K, class... Terms>
+constexpr std::size_t part_index() {
+  std::size_t i = 0, at = 0;
+  ((inserted_part<Terms>::k == K ? (at = i, ++i) : ++i), ...);
+  return at;
+}
+}  // namespace detail
+
+// The sum of the cotangent contributions `terms` to one value: where they are every part of a
+// chunked value placed back (chunk_insert<A, K, N>, K = 0 .. N-1: the gradient of a fused QKV
+// projection split into q, k and v), the parts concatenated in one kernel (concat_parts),
+// instead of N zero-filled copies of the whole value and their sum; else nullptr_t (the caller
+// adds them).
+template <class... Terms>
+constexpr auto sum_of_parts(const Terms&... terms) {
+  if constexpr (sizeof...(Terms) < 2 || !detail::are_all_parts<Terms...>()) {
+    return nullptr;
+  } else {
+    const auto all = std::forward_as_tuple(terms...);
+    constexpr int axis = detail::inserted_part<std::tuple_element_t<0, std::tuple<Terms...>>>::axis;
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      return concat_parts<axis>(std::get<0>(std::get<detail::part_index<static_cast<int>(K), Terms...>()>(all).children)...);
+    }(std::index_sequence_for<Terms...>{});
+  }
 }
 
 // The parts of extents S... of x along the axis, in order from position 0, as a tuple of
