@@ -89,20 +89,29 @@ inline void scatter_add_rows_sums_repeated_ids() {
 }
 
 // Each output row is summed in increasing position on both devices: two runs agree bit for bit,
-// and so do the GPU and the CPU (the same f32 additions in the same order).
+// and so do the GPU and the CPU (the same f32 additions in the same order). On the GPU: a table
+// of a few rows per SM, a block per row summing it in registers (300 rows, 3 of them hit about
+// 1300 times each); a table of several rows per block (2000 rows); and rows too long for the
+// registers (3 rows of 1500).
 inline void scatter_add_rows_is_deterministic() {
   constexpr auto x = kiln::input<"ids", 1, kiln::i32>();
   constexpr auto src = kiln::input<"src", 2>();
   constexpr auto like = kiln::input<"like", 2>();
   auto f = kiln::compile(kiln::scatter_add_rows(x, src, like));
-  const auto a = ids<kiln::i32>(3, {4000}, 412);  // about 1300 rows summed into each of 3
-  const auto st = cases::randn({4000, 96}, 413);
-  const auto lt = cases::randn({300, 96}, 414);
-  const auto first = f(x = a, src = st, like = lt).cpu(), second = f(x = a, src = st, like = lt).cpu();
-  CHECK(std::memcmp(first.data(), second.data(), first.numel() * sizeof(float)) == 0);
-  const auto host = f(x = a.cpu(), src = st.cpu(), like = lt.cpu());
-  CHECK(std::memcmp(first.data(), host.data(), first.numel() * sizeof(float)) == 0);
-  ref::check_close(first, scatter(a.cpu(), ref::from(st.cpu()), 300), 1e-4, 1e-5);
+  const auto check = [&](std::size_t used, std::size_t rows, std::size_t n, std::size_t len, std::uint64_t seed) {
+    INFO(n << " ids into the first " << used << " of " << rows << " rows of " << len);
+    const auto a = ids<kiln::i32>(used, {n}, seed);
+    const auto st = cases::randn({n, len}, seed + 1);
+    const auto lt = cases::randn({rows, len}, seed + 2);
+    const auto first = f(x = a, src = st, like = lt).cpu(), second = f(x = a, src = st, like = lt).cpu();
+    CHECK(std::memcmp(first.data(), second.data(), first.numel() * sizeof(float)) == 0);
+    const auto host = f(x = a.cpu(), src = st.cpu(), like = lt.cpu());
+    CHECK(std::memcmp(first.data(), host.data(), first.numel() * sizeof(float)) == 0);
+    ref::check_close(first, scatter(a.cpu(), ref::from(st.cpu()), rows), 1e-4, 1e-5);
+  };
+  check(3, 300, 4000, 96, 412);
+  check(2000, 2000, 6000, 40, 418);
+  check(3, 3, 500, 1500, 421);
 }
 
 inline void a_16_bit_table() {
