@@ -95,9 +95,7 @@ __device__ void scatter_one_row(const Args& a, index_t v, const Owns& owns, inde
   constexpr int kPerThread = static_cast<int>(kScatterRowCols / kScatterThreads);
   constexpr int kLoadsPerThread = static_cast<int>(kScatterStage / kScatterThreads);
   __shared__ C staged[kScatterStage];
-  __shared__ const T* stage_rows[kScatterThreads];  // the stage's src rows
-  const index_t len = a.len;  // <= kScatterRowCols < kScatterStage
-  const index_t per_stage = std::min<index_t>(kScatterStage / len, kScatterThreads);
+  const index_t len = a.len, per_stage = kScatterStage / len;  // len <= kScatterRowCols < kScatterStage
   C acc[kPerThread];
 #pragma unroll
   for (int c = 0; c < kPerThread; ++c) acc[c] = C(0);
@@ -105,28 +103,22 @@ __device__ void scatter_one_row(const Args& a, index_t v, const Owns& owns, inde
     const int total = compact_hits(a, owns, base, hits, warp_hits);
     for (index_t m0 = 0; m0 < total; m0 += per_stage) {
       const index_t n = std::min<index_t>(per_stage, total - m0);
-      if (threadIdx.x < n) {
-        const T* src[1];
-        lower::row_pointers(a, hits[m0 + threadIdx.x], src);
-        stage_rows[threadIdx.x] = src[0];
-      }
-      __syncthreads();
       // Every load of the stage issued before the first store, so that they are in flight
-      // together; 32-bit index arithmetic (a 64-bit division per element had made this loop,
-      // not the loads, the kernel's cost).
-      const int cols = static_cast<int>(len), elems = static_cast<int>(n * len);
+      // together (a loop storing each as it arrives waits for one load at a time).
       C v[kLoadsPerThread];
 #pragma unroll
       for (int u = 0; u < kLoadsPerThread; ++u) {
-        const int e = static_cast<int>(threadIdx.x) + u * kScatterThreads;
-        if (e >= elems) continue;
-        const int r = e / cols, j = e - r * cols;
-        v[u] = widen(stage_rows[r][j * a.inner[0]]);
+        const index_t e = threadIdx.x + static_cast<index_t>(u) * kScatterThreads;
+        if (e >= n * len) continue;
+        const index_t r = e / len, j = e - r * len;
+        const T* src[1];
+        lower::row_pointers(a, hits[m0 + r], src);
+        v[u] = widen(src[0][j * a.inner[0]]);
       }
 #pragma unroll
       for (int u = 0; u < kLoadsPerThread; ++u) {
-        const int e = static_cast<int>(threadIdx.x) + u * kScatterThreads;
-        if (e < elems) staged[e] = v[u];
+        const index_t e = threadIdx.x + static_cast<index_t>(u) * kScatterThreads;
+        if (e < n * len) staged[e] = v[u];
       }
       __syncthreads();
       for (index_t r = 0; r < n; ++r)
