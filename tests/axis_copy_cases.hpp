@@ -139,7 +139,7 @@ inline void chunk_and_split() {
 
 // concat_parts: chunk's inverse, one kernel; parts of different shapes are a ShapeError. The
 // gradient of a value whose every chunk is used is the parts' gradients concatenated in one
-// kernel (kiln::sum_of_parts), not one zero-filled copy of the value per part and their sum;
+// kernel (kiln::autodiff::sum_of_parts), not one zero-filled copy of the value per part and their sum;
 // with a part unused, the placed parts' sum (zeros where the unused part was).
 inline void concat_parts_and_the_gradient_of_every_chunk() {
   constexpr auto a = kiln::input<"a", 3>();

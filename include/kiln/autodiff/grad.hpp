@@ -60,6 +60,62 @@ struct Uses {
   }();
 };
 
+namespace detail {
+template <class T>
+struct inserted_part : std::false_type {};
+template <int Axis, int K, int N, class X, class L>
+struct inserted_part<Node<ChunkInsert<Axis, K, N>, X, L>> : std::true_type {
+  static constexpr int axis = Axis, k = K, n = N;
+  using like = L;
+};
+// Whether Terms are chunk_insert<A, K, N>(x_K, like) for every K in 0 .. N-1, once each, with
+// one axis, N and like, and N parts fit one concat_parts.
+template <class... Terms>
+constexpr bool are_all_parts() {
+  if constexpr (!(inserted_part<Terms>::value && ...)) {
+    return false;
+  } else {
+    using First = inserted_part<std::tuple_element_t<0, std::tuple<Terms...>>>;
+    constexpr int n = First::n;
+    if (static_cast<int>(sizeof...(Terms)) != n || n > kMaxAxisCopySegments) return false;
+    if (!((inserted_part<Terms>::axis == First::axis && inserted_part<Terms>::n == n &&
+           std::is_same_v<typename inserted_part<Terms>::like, typename First::like>) && ...))
+      return false;
+    bool seen[kMaxAxisCopySegments] = {};
+    for (int k : {inserted_part<Terms>::k...}) {
+      if (seen[k]) return false;
+      seen[k] = true;
+    }
+    return true;
+  }
+}
+// The position in Terms of the part K.
+template <int K, class... Terms>
+constexpr std::size_t part_index() {
+  std::size_t i = 0, at = 0;
+  ((inserted_part<Terms>::k == K ? (at = i, ++i) : ++i), ...);
+  return at;
+}
+}  // namespace detail
+
+// The sum of the cotangent contributions `terms` to one value: where they are every part of a
+// chunked value placed back (chunk_insert<A, K, N>, K = 0 .. N-1: the gradient of a fused QKV
+// projection split into q, k and v), the parts concatenated in one kernel (concat_parts),
+// instead of N zero-filled copies of the whole value and their sum; else nullptr_t (the caller
+// adds them).
+template <class... Terms>
+constexpr auto sum_of_parts(const Terms&... terms) {
+  if constexpr (sizeof...(Terms) < 2 || !detail::are_all_parts<Terms...>()) {
+    return nullptr;
+  } else {
+    const auto all = std::forward_as_tuple(terms...);
+    constexpr int axis = detail::inserted_part<std::tuple_element_t<0, std::tuple<Terms...>>>::axis;
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      return kiln::concat_parts<axis>(std::get<0>(std::get<detail::part_index<static_cast<int>(K), Terms...>()>(all).children)...);
+    }(std::index_sequence_for<Terms...>{});
+  }
+}
+
 template <class D, class T, std::uint64_t Tag>
 struct Reverse {
   static constexpr int N = D::size;
@@ -115,7 +171,7 @@ struct Reverse {
   }
 
   // The contributions' sum; every part of a chunked value placed back is one concat instead
-  // (kiln::sum_of_parts).
+  // (sum_of_parts).
   template <class A, class... B>
   static constexpr auto sum(const A& a, const B&... b) {
     if constexpr (sizeof...(B) == 0) return a;
