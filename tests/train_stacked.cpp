@@ -170,3 +170,56 @@ TEST_CASE("Trainer: a run with gradient accumulation resumes to the bit; a check
                        doctest::Contains("stopped after batch 2 of its epoch, which has 1 batches"), kiln::ValueError);
   for (const auto& d : {args.output_dir, again.output_dir, other.output_dir}) fs::remove_all(d);
 }
+
+TEST_CASE("StackedStep: with a flat state, the update runs once over the whole buffers and agrees with one per parameter") {
+  // Two engines on the same batch: one whose parameters, moments and gradients are FlatState's
+  // views (what kiln::Trainer gives it), one with tensors of their own. Their updates agree to
+  // rounding (the norm is summed in another order); the flat one ran over the whole buffers, and
+  // a map entry rebound to other memory sends it back to the update by parameter.
+  using Engine = kiln::train::StackedStep<Stacked>;
+  using F = kiln::train::FlatState<double>;
+  const Data data(10, 17);
+  const std::vector<std::size_t> rows{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const auto batch = data.batch(rows);
+  const auto start = initial(18);
+  std::vector<std::pair<std::string, Shape>> parts;
+  Engine::for_each_parameter([&](auto, const std::string& name) { parts.emplace_back(name, start.at(name).shape()); });
+  auto flat = std::make_shared<F>(parts, kiln::Device::cpu());
+  auto params_flat = flat->views(F::kParam), moments_flat = flat->views(F::kExpAvg, "exp_avg.");
+  moments_flat.merge(flat->views(F::kExpAvgSq, "exp_avg_sq."));
+  kiln::train::Parameters<double> params_own, moments_own;
+  for (const auto& [name, shape] : parts) {
+    params_flat.at(name).copy_from(start.at(name));
+    params_own.emplace(name, start.at(name));
+    moments_own.emplace("exp_avg." + name, kiln::zeros<double>(start.at(name).shape()));
+    moments_own.emplace("exp_avg_sq." + name, kiln::zeros<double>(start.at(name).shape()));
+  }
+  Engine with_flat, without;
+  with_flat.use_flat(flat);
+  kiln::train::Hyper<double> hyper;
+  hyper.max_grad_norm_value = 0.5, hyper.weight_decay_value = 0.01;
+  for (int step = 1; step <= 3; ++step) {
+    hyper.set(0.05, step, 1.0);
+    const auto [loss_flat, norm_flat] = with_flat.step(batch.bindings(), params_flat, moments_flat, hyper);
+    hyper.set(0.05, step, 1.0);
+    const auto [loss_own, norm_own] = without.step(batch.bindings(), params_own, moments_own, hyper);
+    CHECK(loss_flat == doctest::Approx(loss_own).epsilon(1e-12));
+    CHECK(norm_flat == doctest::Approx(norm_own).epsilon(1e-12));
+  }
+  CHECK(with_flat.whole_buffer_updates() == 3);
+  CHECK(without.whole_buffer_updates() == 0);
+  for (const auto& [name, t] : params_own)
+    for (std::size_t i = 0; i < t.numel(); ++i) CHECK(params_flat.at(name)[i] == doctest::Approx(t[i]).epsilon(1e-12));
+  for (const auto& [name, t] : moments_own)
+    for (std::size_t i = 0; i < t.numel(); ++i) CHECK(moments_flat.at(name)[i] == doctest::Approx(t[i]).epsilon(1e-12));
+  // The gaps between parts stay zero.
+  const auto whole = flat->whole(F::kParam);
+  std::size_t zeros = 0;
+  for (std::size_t i = 0; i < whole.numel(); ++i) zeros += whole[i] == 0.0;
+  CHECK(zeros == whole.numel() - 12 - 8 - 2 * (16 + 4));
+  // An entry rebound to memory of its own: the update goes parameter by parameter.
+  params_flat.at("w_out") = Tensor<double>(params_flat.at("w_out"));
+  hyper.set(0.05, 4, 1.0);
+  with_flat.step(batch.bindings(), params_flat, moments_flat, hyper);
+  CHECK(with_flat.whole_buffer_updates() == 3);
+}

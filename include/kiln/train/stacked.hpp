@@ -189,7 +189,7 @@ class StackedStep {
   std::pair<Tensor<L>, Tensor<T>> step_on_device(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
     Named grads;
     Tensor<L> loss = accumulate_on_device(batch, params, grads);
-    return {std::move(loss), update_.apply_on_device([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper)};
+    return {std::move(loss), update_.apply_on_device([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, flat_.get())};
   }
 
   // Adds a batch's gradients to grads (by parameter name) and returns its loss: the forward,
@@ -202,41 +202,83 @@ class StackedStep {
   Tensor<L> accumulate_on_device(const Batch& batch, Named& params, Named& grads) {
     std::vector<SavedTensors> saved;
     const std::vector<Tensor<H>> xs = forward(batch, params, &saved);  // each layer's input, and the last output
-    Tensor<H> g;
-    Tensor<L> loss;
-    {
-      auto out = detail::call_with(
-          *head_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = xs.back()}, detail::bind_named<T>(M::head_parameters(), params)));
-      loss = std::move(std::get<0>(out));
-      g = std::move(std::get<1>(out));
-      update_.template collect<2>(out, M::head_parameters(), "", grads);
-    }
+    // An output the programs write into (with a flat state; otherwise they return their own).
+    const auto slot = [&]<class U>(std::type_identity<U>, const Shape& shape) {
+      return flat_ ? Tensor<U>(shape, xs.back().device()) : Tensor<U>();
+    };
+    Tensor<H> g = slot(std::type_identity<H>{}, xs.back().shape());
+    Tensor<L> loss = slot(std::type_identity<L>{}, Shape{});
+    run_collecting(*head_, std::tuple_cat(detail::bindings_for<Head>(batch), std::tuple{h = xs.back()},
+                                          detail::bind_named<T>(M::head_parameters(), params)),
+                   M::head_parameters(), "", grads, loss, g);
     for (int l = M::layers - 1; l >= 0; --l) {
       const std::string prefix = M::layer_prefix(l);
-      auto out = detail::call_with(
-          *layer_backward_, std::tuple_cat(std::tuple{h = xs[static_cast<std::size_t>(l)], cotangent = g},
-                                          Saved::bind(saved[static_cast<std::size_t>(l)]),
-                                          detail::bind_named<T>(M::layer_parameters(), params, prefix)));
-      g = std::move(std::get<0>(out));
-      update_.template collect<1>(out, M::layer_parameters(), prefix, grads);
+      Tensor<H> next = slot(std::type_identity<H>{}, xs[static_cast<std::size_t>(l)].shape());
+      run_collecting(*layer_backward_,
+                     std::tuple_cat(std::tuple{h = xs[static_cast<std::size_t>(l)], cotangent = g}, Saved::bind(saved[static_cast<std::size_t>(l)]),
+                                    detail::bind_named<T>(M::layer_parameters(), params, prefix)),
+                     M::layer_parameters(), prefix, grads, next);
+      g = std::move(next);
     }
-    {
-      auto out = detail::call_with(
-          *embed_backward_,
-          std::tuple_cat(detail::bindings_for<Embed>(batch), std::tuple{cotangent = g}, detail::bind_named<T>(M::embed_parameters(), params)));
-      auto outs = detail::as_tuple(std::move(out));
-      update_.template collect<0>(outs, M::embed_parameters(), "", grads);
-    }
+    run_collecting(*embed_backward_,
+                   std::tuple_cat(detail::bindings_for<Embed>(batch), std::tuple{cotangent = g}, detail::bind_named<T>(M::embed_parameters(), params)),
+                   M::embed_parameters(), "", grads);
     return loss;
+  }
+
+  // Keeps the gradients in `flat`'s gradient buffer (train/flat.hpp), which holds a part for
+  // every parameter: each program writes a parameter's first gradient of an update there, and
+  // update() then runs the norm and AdamW once over the whole buffers when the parameters and
+  // moments it is given are flat's views too.
+  void use_flat(std::shared_ptr<FlatState<T>> flat) {
+    for_each_parameter([&](auto, const std::string& name) {
+      if (!flat->has(name)) throw ValueError("kiln::train::StackedStep::use_flat: the flat state has no part \"" + name + "\"");
+    });
+    flat_ = std::move(flat);
   }
 
   // The global norm, the clipping factor, and AdamW on every parameter, with the gradients grads
   // times hyper.grad_scale. Returns the gradient norm before clipping.
   double update(Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
-    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper);
+    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, flat_.get());
   }
+  // How many updates ran once over the flat state's whole buffers (use_flat) rather than
+  // parameter by parameter.
+  long whole_buffer_updates() const { return update_.whole_buffer_updates(); }
 
  private:
+  // Runs `program` with the bindings b (a tuple). Its outputs are `lead` (tensors of the right
+  // shapes, which the call fills: the loss, the residual's gradient), then the gradients of the
+  // parameters ws (a tuple), named prefix + their names, which are added to grads. With a flat
+  // state, a parameter's first gradient of the update is written into the state's part for it and
+  // a later one (a tied weight's second use, the next batch of an accumulation) into a temporary,
+  // then added in place; without one, the program's outputs are taken as they come.
+  template <class Program, class Bindings, class Ws, class... Lead>
+  void run_collecting(Program& program, const Bindings& b, const Ws& ws, const std::string& prefix, Named& grads, Tensor<Lead>&... lead) {
+    constexpr std::size_t N = std::tuple_size_v<Ws>;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      const std::array<std::string, N> names{(prefix + std::string(std::get<I>(ws).name()))...};
+      if (!flat_) {
+        auto out = detail::as_tuple(detail::call_with(program, b));
+        [&]<std::size_t... J>(std::index_sequence<J...>) { ((lead = std::move(std::get<J>(out))), ...); }(std::index_sequence_for<Lead...>{});
+        (update_.add(grads, names[I], std::move(std::get<sizeof...(Lead) + I>(out)), std::get<I>(ws)), ...);
+        return;
+      }
+      std::array<bool, N> first{};
+      std::array<Tensor<T>, N> dst;
+      for (std::size_t i = 0; i < N; ++i) {
+        first[i] = grads.count(names[i]) == 0;
+        Tensor<T> part = flat_->view(FlatState<T>::kGrad, names[i]);
+        dst[i] = first[i] ? std::move(part) : Tensor<T>(part.shape(), part.device());
+      }
+      std::apply([&](const auto&... x) { program.into(std::tie(lead..., dst[I]...), x...); }, b);
+      (([&] {
+         if (first[I]) grads.emplace(names[I], std::move(dst[I]));  // the view itself (a copy would be a deep one)
+         else update_.add(grads, names[I], std::move(dst[I]), std::get<I>(ws));
+       }()), ...);
+    }(std::make_index_sequence<N>{});
+  }
+
   // The layer's shared values, each read back by the vjp program as input "kiln.saved.<i>.v".
   using Shared = decltype(shared_values(M::layer()));
   static constexpr auto saved_inputs = []<std::size_t... I>(std::index_sequence<I...>) {
@@ -315,6 +357,7 @@ class StackedStep {
                   Policies...>
       update_;
   std::shared_ptr<void> predict_;  // the predictions' program, once predict() has run
+  std::shared_ptr<FlatState<T>> flat_;  // where the gradients go (use_flat), or none
 
   template <class Ws>
   static auto head_program(const Ws& ws) {

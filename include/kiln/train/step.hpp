@@ -27,6 +27,7 @@
 #include "kiln/expr/substitute.hpp"
 #include "kiln/nn/optim.hpp"
 #include "kiln/runtime/compile.hpp"
+#include "kiln/train/flat.hpp"
 
 namespace kiln::train {
 
@@ -161,7 +162,8 @@ class ParameterUpdate {
  public:
   using Named = detail::Named<T>;
 
-  // grads[name] += g (the first gradient of a name is taken as it is). W: the parameter symbol.
+  // grads[name] += g, in place (the first gradient of a name is taken as it is). W: the
+  // parameter symbol.
   template <class W>
   void add(Named& grads, const std::string& name, Tensor<T>&& g, W) {
     const auto it = grads.find(name);
@@ -170,7 +172,7 @@ class ParameterUpdate {
       return;
     }
     auto& a = std::get<W::rank>(per_rank_).add;
-    it->second = a.program(a.x = it->second, a.y = g);
+    a.program(a.x = it->second, a.y = g);
   }
 
   // add() of the gradients in outputs First.. of `out`, by the names of the symbols ws (a
@@ -185,34 +187,54 @@ class ParameterUpdate {
   // Updates every parameter that for_each (Engine::for_each_parameter's signature) names, with
   // the gradients grads scaled by hyper.grad_scale (Hyper::set has run for this update). The
   // norm and the clipping factor are computed on the device; the norm is read back once and
-  // returned (before clipping).
+  // returned (before clipping). Where `flat` holds every parameter, moment and gradient
+  // (train/flat.hpp), the norm and AdamW each run once over its whole buffers.
   template <class ForEach>
-  double apply(ForEach&& for_each, Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
-    return static_cast<double>(widen(apply_on_device(for_each, grads, params, moments, hyper).cpu()[0]));
+  double apply(ForEach&& for_each, Named& grads, Named& params, Named& moments, Hyper<T>& hyper, FlatState<T>* flat = nullptr) {
+    return static_cast<double>(widen(apply_on_device(for_each, grads, params, moments, hyper, flat).cpu()[0]));
   }
   // apply(), the norm left on the device (nothing synchronises: a CUDA graph can hold it).
   template <class ForEach>
-  Tensor<T> apply_on_device(ForEach&& for_each, Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
-    for_each([&](auto w, const std::string& name) {
-      auto& u = std::get<decltype(w)::rank>(per_rank_).update;
-      using U = std::remove_reference_t<decltype(u)>;
-      u.add_squares(U::norm2 = hyper.norm2, U::g = grads.at(name));
-    });
+  Tensor<T> apply_on_device(ForEach&& for_each, Named& grads, Named& params, Named& moments, Hyper<T>& hyper,
+                            FlatState<T>* flat = nullptr) {
+    using F = FlatState<T>;
     using S = StepSymbols<T>;
-    const auto [norm, factor] = clip_(Clip::norm2 = hyper.norm2, Clip::scale = hyper.grad_scale, S::max_grad_norm = hyper.max_grad_norm);
-    for_each([&](auto w, const std::string& name) {
-      auto& u = std::get<decltype(w)::rank>(per_rank_).update;
+    const bool whole = flat && grads.size() == flat->parts() && flat->holds(F::kGrad, grads) && flat->holds(F::kParam, params) &&
+                       flat->holds(F::kExpAvg, moments, "exp_avg.") && flat->holds(F::kExpAvgSq, moments, "exp_avg_sq.");
+    // AdamW of parameter p with moments m and v and gradient g, by u's program.
+    const auto adamw = [&](auto& u, auto&& p, auto&& m, auto&& v, auto&& g, const Tensor<T>& factor) {
       using U = std::remove_reference_t<decltype(u)>;
-      u.adamw(U::p = params.at(name), exp_avg(U::p) = moments.at("exp_avg." + name),
-              exp_avg_sq(U::p) = moments.at("exp_avg_sq." + name), U::g = grads.at(name), U::clip = factor,
-              S::lr = hyper.lr, S::weight_decay = hyper.weight_decay, S::step = hyper.step);
-    });
+      u.adamw(U::p = p, exp_avg(U::p) = m, exp_avg_sq(U::p) = v, U::g = g, U::clip = factor, S::lr = hyper.lr,
+              S::weight_decay = hyper.weight_decay, S::step = hyper.step);
+    };
+    if (whole) {
+      ++whole_buffer_updates_;
+      flat_.add_squares(Flat::norm2 = hyper.norm2, Flat::g = flat->whole(F::kGrad));
+    } else {
+      for_each([&](auto w, const std::string& name) {
+        auto& u = std::get<decltype(w)::rank>(per_rank_).update;
+        using U = std::remove_reference_t<decltype(u)>;
+        u.add_squares(U::norm2 = hyper.norm2, U::g = grads.at(name));
+      });
+    }
+    const auto [norm, factor] = clip_(Clip::norm2 = hyper.norm2, Clip::scale = hyper.grad_scale, S::max_grad_norm = hyper.max_grad_norm);
+    if (whole) {
+      adamw(flat_, flat->whole(F::kParam), flat->whole(F::kExpAvg), flat->whole(F::kExpAvgSq), flat->whole(F::kGrad), factor);
+    } else {
+      for_each([&](auto w, const std::string& name) {
+        adamw(std::get<decltype(w)::rank>(per_rank_).update, params.at(name), moments.at("exp_avg." + name),
+              moments.at("exp_avg_sq." + name), grads.at(name), factor);
+      });
+    }
     return norm;
   }
 
+  // How many updates ran over FlatState's whole buffers.
+  long whole_buffer_updates() const { return whole_buffer_updates_; }
+
   // Plans its programs dropped (Compiled::plans_dropped).
   long plans_dropped() const {
-    long n = clip_.plans_dropped();
+    long n = clip_.plans_dropped() + flat_.add_squares.plans_dropped() + flat_.adamw.plans_dropped();
     std::apply([&](const auto&... r) {
       ((n += [&] {
           if constexpr (requires { r.update; })
@@ -242,11 +264,13 @@ class ParameterUpdate {
     decltype(compile<Policies...>(squares_added())) add_squares = compile<Policies...>(squares_added());
     decltype(compile<Policies...>(adamw_update())) adamw = compile<Policies...>(adamw_update());
   };
+  // x += y, in place.
   template <int R>
   struct Adder {
-    static constexpr auto x = input<"kiln.a", R, T>();
+    static constexpr auto x = param<"kiln.a", R, T>();
     static constexpr auto y = input<"kiln.b", R, T>();
-    decltype(compile<Policies...>(x + y)) program = compile<Policies...>(x + y);
+    static auto added() { return outputs(assign(x, x + y)); }
+    decltype(compile<Policies...>(added())) program = compile<Policies...>(added());
   };
   template <int R>
   struct PerRank {
@@ -279,6 +303,10 @@ class ParameterUpdate {
     }
   };
   decltype(compile<Policies...>(Clip::program())) clip_ = compile<Policies...>(Clip::program());
+  // The programs over FlatState's whole buffers (vectors).
+  using Flat = Programs<1>;
+  Flat flat_;
+  long whole_buffer_updates_ = 0;
 };
 
 // A model whose loss() is one expression over its parameters(), its step compiled as one

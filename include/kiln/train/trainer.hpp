@@ -54,6 +54,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -132,16 +133,22 @@ class Trainer {
                        " but the model computes in " + dtype_name<typename Model::element>() +
                        ": the model's element type says what it computes in (kiln::bf16 for bf16 mixed precision, "
                        "whose master weights stay float), and bf16 must agree with it");
+    std::vector<std::pair<std::string, Shape>> parts;
     Engine::for_each_parameter([&](auto w, const std::string& name) {
       const auto it = weights.find(name);
       if (it == weights.end()) throw ValueError("kiln::Trainer: the weights have no tensor named \"" + name + "\"");
       if (it->second.rank() != decltype(w)::rank)
         throw ShapeError("kiln::Trainer: the weight \"" + name + "\" has shape " + it->second.shape().str() +
                          ", the model's parameter has rank " + std::to_string(decltype(w)::rank));
-      params_[name] = it->second.to(device_);
-      moments_["exp_avg." + name] = zeros<T>(it->second.shape(), device_);
-      moments_["exp_avg_sq." + name] = zeros<T>(it->second.shape(), device_);
+      parts.emplace_back(name, it->second.shape());
     });
+    // The parameters and moments are views of one buffer each (train/flat.hpp), the moments zero.
+    flat_ = std::make_shared<train::FlatState<T>>(parts, device_);
+    using F = train::FlatState<T>;
+    params_ = flat_->views(F::kParam);
+    for (auto& [name, t] : params_) t.copy_from(weights.at(name));
+    moments_ = flat_->views(F::kExpAvg, "exp_avg."), moments_.merge(flat_->views(F::kExpAvgSq, "exp_avg_sq."));
+    if constexpr (requires { engine_.use_flat(flat_); }) engine_.use_flat(flat_);
     // Fixed for the run; lr, the step count and the gradients' scale are set at every step.
     hyper_.max_grad_norm_value = args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity();
     hyper_.weight_decay_value = args_.weight_decay;
@@ -448,7 +455,8 @@ class Trainer {
 
   TrainingArguments args_;
   Device device_;
-  Parameters params_, moments_;
+  std::shared_ptr<train::FlatState<T>> flat_;  // the memory of params_, moments_ and the gradients
+  Parameters params_, moments_;                 // views of flat_'s parts
   train::Hyper<T> hyper_{device_};
   Engine engine_;
   long global_step_ = 0, epoch_ = 0, total_ = 0;
