@@ -52,6 +52,27 @@ inline void assigned_identity_sum_to_runs() {
   CHECK(f.explain().find("not run") == std::string::npos);
 }
 
+// A vjp's cotangent given whole: kiln::vjp reads it as expand_as(g, y), and the gradient of
+// an operand of y's shape sums that to the operand's shape, which neither broadcasts nor sums
+// anything, so that kernel is not run either. y = x w + b: dx = g w^T, dw = x^T g, db = the
+// column sums of g.
+inline void whole_cotangent_not_copied() {
+  constexpr auto x = kiln::input<"x", 2>();
+  constexpr auto g = kiln::input<"g", 2>();
+  constexpr auto w = kiln::param<"w", 2>();
+  constexpr auto b = kiln::param<"b", 1>();
+  constexpr auto y = kiln::matmul(x, w) + b;
+  auto f = kiln::compile(std::apply([](const auto&... d) { return kiln::outputs(d...); }, kiln::vjp(y, g, x, w, b)));
+  const auto xt = cases::randn({9, 5}, 43), wt = cases::randn({5, 6}, 44), bt = cases::randn({6}, 45);
+  const auto gt = cases::randn({9, 6}, 46);
+  auto [dx, dw, db] = f(x = xt, g = gt, w = wt, b = bt);
+  CHECK(f.explain().find("not run: its input has its shape") != std::string::npos);
+  const ref::Array X = ref::from(xt.cpu()), W = ref::from(wt.cpu()), G = ref::from(gt.cpu());
+  ref::check_close(dx.cpu(), ref::matmul(G, ref::transpose(W)));
+  ref::check_close(dw.cpu(), ref::matmul(ref::transpose(X), G));
+  ref::check_close(db.cpu(), ref::reduce(G, 0, ref::Red::Sum, false));
+}
+
 inline void eager_chain_reuses_memory() {
   constexpr auto x = kiln::input<"x", 1>();
   constexpr auto y = kiln::exp(kiln::exp(kiln::exp(x * 0.1f) * 0.1f) * 0.1f) * 0.1f;

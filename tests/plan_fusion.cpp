@@ -170,6 +170,10 @@ TEST_CASE("a sum_to that sums nothing is not run: its readers read its input") {
   plan_cases::identity_sum_to_not_run();
 }
 
+TEST_CASE("a vjp's cotangent given whole is read in place, not copied by a sum_to of its own") {
+  plan_cases::whole_cotangent_not_copied();
+}
+
 TEST_CASE("a sum_to that sums nothing and is an output (here assigned) is still run") {
   plan_cases::assigned_identity_sum_to_runs();
 }

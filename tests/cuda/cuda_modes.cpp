@@ -168,6 +168,10 @@ TEST_CASE_FIXTURE(cases::OnGpu, "plan: a sum_to that sums nothing is not run; it
   plan_cases::identity_sum_to_not_run();
 }
 
+TEST_CASE_FIXTURE(cases::OnGpu, "plan: a vjp's cotangent given whole is read in place, not copied") {
+  plan_cases::whole_cotangent_not_copied();
+}
+
 TEST_CASE_FIXTURE(cases::OnGpu, "plan: a sum_to that sums nothing and is assigned is still run") {
   plan_cases::assigned_identity_sum_to_runs();
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kiln/expr/ops/broadcast.hpp"
 #include "kiln/runtime/kind_args.hpp"
 #include "kiln/runtime/plan.hpp"
 
@@ -161,14 +162,18 @@ struct Planner {
 
   // A sum_to that sums nothing (its input already has its shape: the gradient of a bias add
   // that did not broadcast, say) is its input. Where the input is stored contiguously and the
-  // value is not an output, its readers read the input's buffer and the kernel is not run.
+  // value is not an output, its readers read the input's buffer and the kernel is not run. So is
+  // one of expand_as(x) where x has the shape already (a vjp's cotangent, which kiln::vjp
+  // broadcasts to the value's shape: the same shape when the caller gives it whole).
   static void skip_identities(Plan& st, const GroupBuffers<F>& group_out, std::vector<ArenaRequest>& arena) {
     lower::for_each_index<nkernels>([&](auto gi) {
       constexpr int G = decltype(gi)::value;
       constexpr auto& ki = program::template kernel_info<G>;
       if constexpr (ki.group.kind == schedule::KernelKind::ReduceTo) {
         using Desc = typename Plan::template desc<G>;
-        if constexpr (Desc::nloads == 1 && std::is_same_v<typename Desc::tree, lower::LLoad<0>>) {
+        using Tree = typename Desc::tree;
+        if constexpr (Desc::nloads == 1 &&
+                      (std::is_same_v<Tree, lower::LLoad<0>> || std::is_same_v<Tree, lower::LOp<ExpandAs, lower::LLoad<0>>>)) {
           const int root = ki.group.root, in = ki.load_node[0], b = group_out[G];
           // Not an output (returned, or assigned: that value is copied from its buffer after
           // the last kernel), and a real identity for these shapes.
