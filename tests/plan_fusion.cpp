@@ -174,6 +174,10 @@ TEST_CASE("a vjp's cotangent given whole is read in place, not copied by a sum_t
   plan_cases::whole_cotangent_not_copied();
 }
 
+TEST_CASE("an output that is a reshape of a stored value is written by that value's kernel") {
+  plan_cases::reshaped_output_written_in_place();
+}
+
 TEST_CASE("a sum_to that sums nothing and is an output (here assigned) is still run") {
   plan_cases::assigned_identity_sum_to_runs();
 }

@@ -172,6 +172,10 @@ TEST_CASE_FIXTURE(cases::OnGpu, "plan: a vjp's cotangent given whole is read in 
   plan_cases::whole_cotangent_not_copied();
 }
 
+TEST_CASE_FIXTURE(cases::OnGpu, "plan: an output that is a reshape of a stored value is written by its kernel") {
+  plan_cases::reshaped_output_written_in_place();
+}
+
 TEST_CASE_FIXTURE(cases::OnGpu, "plan: a sum_to that sums nothing and is assigned is still run") {
   plan_cases::assigned_identity_sum_to_runs();
 }

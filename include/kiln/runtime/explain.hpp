@@ -137,6 +137,7 @@ std::string explain_shapes(const ShapePlan<F>& st, std::size_t saved_bytes) {
     s += line;
     if (st.skip[g] == Skip::Merged) s += "; runs inside kernel " + std::to_string(program::plan.groups[g].merged_into);
     if (st.skip[g] == Skip::Identity) s += "; not run: its input has its shape, and is read in its place";
+    if (st.skip[g] == Skip::Reshaped) s += "; not run: the kernel of its input writes the output, a reshape of it, directly";
     if (st.skip[g] == Skip::Folded)
       s += "; computed by kernel " + std::to_string(program::plan.groups[g].folded_into) + "'s GEMM (cuBLASLt's BGRADA)";
     if (st.profiled_calls > 0) {

@@ -48,7 +48,7 @@ struct KernelSlot {
   }
 };
 
-enum class Skip : std::uint8_t { No, Merged, Identity, Folded };
+enum class Skip : std::uint8_t { No, Merged, Identity, Folded, Reshaped };
 
 template <class Facts>
 struct ShapePlan {

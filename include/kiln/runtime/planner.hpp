@@ -80,6 +80,7 @@ struct Planner {
     }
 
     skip_identities(st, group_out, arena);
+    write_reshaped_outputs(st, group_out, arena);
     lower::for_each_index<nkernels>([&](auto g) {
       constexpr int G = decltype(g)::value;
       fill_kernel<G>(st, params, group_out[G], in_place[G]);
@@ -191,6 +192,31 @@ struct Planner {
         }
       }
     });
+  }
+
+  // A returned output that is a reshape of a value stored in the arena (the heads' layout of a
+  // GEMM's output kept for the backward pass, say) would be a copy of that value: instead the
+  // value's kernel writes the output's tensor, whose elements are the same in the same order,
+  // and the value's readers read it there. The value must be contiguous, no output itself, and
+  // the only value reshaped into an output so.
+  static void write_reshaped_outputs(Plan& st, GroupBuffers<F>& group_out, std::vector<ArenaRequest>& arena) {
+    for (int k = 0; k < NOut; ++k) {
+      const int node = graph().outputs[k], g = plan().group_of[node];
+      const auto& n = graph().nodes[node];
+      if (F::kAssignTarget[k] >= 0 || g < 0 || !plan().groups[g].copy || plan().groups[g].root != node ||
+          !st.runs(g) || (n.kind != NodeKind::Reshape && n.kind != NodeKind::ReshapeLike))
+        continue;
+      const int src = n.children[0], gs = plan().group_of[src];
+      if (!plan().materialized[src] || gs < 0 || plan().groups[gs].root != src || graph().is_output[src]) continue;
+      const int b = group_out[gs], out = group_out[g];
+      if (b < F::kFirstArenaBuffer || out != kSymbols + k) continue;
+      for (auto& f : st.faces) f.buffer = f.buffer == b ? out : f.buffer;
+      for (auto& f : st.view_faces) f.buffer = f.buffer == b ? out : f.buffer;
+      for (int& o : st.output_source) o = o == b ? out : o;
+      group_out[gs] = out;
+      arena[static_cast<std::size_t>(b - F::kFirstArenaBuffer)].bytes = 0;
+      st.skip[g] = Skip::Reshaped;
+    }
   }
 
   // Multiple outputs: kernel A merged into B (the schedule's merged_into) runs inside B when A's
