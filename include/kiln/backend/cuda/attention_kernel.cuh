@@ -63,6 +63,8 @@ struct AttentionDevice {
   }
   // s[r, c] = sum_x A[r, x] B[c, x] for r < nr, c < nc (A and B of row stride ld).
   __device__ void product(const C* A, const C* B, index_t nr, index_t nc, index_t cols, C* s) const {
+    if (cols == 32) return product_unrolled<32>(A, B, static_cast<int>(nr), static_cast<int>(nc), s);
+    if (cols == 64) return product_unrolled<64>(A, B, static_cast<int>(nr), static_cast<int>(nc), s);
     for (index_t e = threadIdx.x; e < nr * nc; e += blockDim.x) {
       const index_t r = e / nc, c = e % nc;
       C acc = 0;
@@ -72,6 +74,8 @@ struct AttentionDevice {
   }
   // acc[r, x] = acc[r, x] * (corr ? corr[r] : 1) + sum_c w[r, c] B[c, x], r < nr, x < cols.
   __device__ void accumulate(const C* w, const C* B, index_t nr, index_t nc, index_t cols, const C* corr, C* acc) const {
+    if (cols == 32) return accumulate_unrolled<32>(w, B, static_cast<int>(nr), static_cast<int>(nc), corr, acc);
+    if (cols == 64) return accumulate_unrolled<64>(w, B, static_cast<int>(nr), static_cast<int>(nc), corr, acc);
     for (index_t e = threadIdx.x; e < nr * cols; e += blockDim.x) {
       const index_t r = e / cols, x = e % cols;
       C v = corr ? acc[r * dim + x] * corr[r] : acc[r * dim + x];
@@ -79,6 +83,61 @@ struct AttentionDevice {
       acc[r * dim + x] = v;
     }
   }
+  // product() and accumulate() for a head_dim known at compile time: each thread computes kIlp
+  // entries at once (e, e + blockDim.x, ...), the loop over head_dim unrolled, so their loads
+  // from shared memory overlap instead of waiting one after another. Every entry is summed in
+  // the same order as the general loop's, so the results are the same to the bit. An entry past
+  // the end is computed on a clamped index (reading no memory another thread writes) and not
+  // stored.
+  static constexpr int kIlp = 4;
+  template <int Cols>
+  __device__ void product_unrolled(const C* A, const C* B, int nr, int nc, C* s) const {
+    const int n = nr * nc, stride = static_cast<int>(blockDim.x);
+    for (int e0 = static_cast<int>(threadIdx.x); e0 < n; e0 += kIlp * stride) {
+      const C* a[kIlp];
+      const C* b[kIlp];
+      C acc[kIlp];
+#pragma unroll
+      for (int k = 0; k < kIlp; ++k) {
+        const int e = ::min(e0 + k * stride, n - 1), r = e / nc;
+        a[k] = A + r * ld, b[k] = B + (e - r * nc) * ld, acc[k] = 0;
+      }
+#pragma unroll
+      for (int x = 0; x < Cols; ++x)
+#pragma unroll
+        for (int k = 0; k < kIlp; ++k) acc[k] += a[k][x] * b[k][x];
+#pragma unroll
+      for (int k = 0; k < kIlp; ++k) {
+        const int e = e0 + k * stride, r = e / nc;
+        if (e < n) s[r * (tile + 1) + (e - r * nc)] = acc[k];
+      }
+    }
+  }
+  template <int Cols>
+  __device__ void accumulate_unrolled(const C* w, const C* B, int nr, int nc, const C* corr, C* acc) const {
+    const int n = nr * Cols, stride = static_cast<int>(blockDim.x);
+    for (int e0 = static_cast<int>(threadIdx.x); e0 < n; e0 += kIlp * stride) {
+      const C* wr[kIlp];
+      int x[kIlp];
+      C v[kIlp];
+#pragma unroll
+      for (int k = 0; k < kIlp; ++k) {
+        const int e = ::min(e0 + k * stride, n - 1), r = e / Cols;
+        x[k] = e % Cols, wr[k] = w + r * (tile + 1), v[k] = 0;
+        if (e0 + k * stride < n) v[k] = corr ? acc[r * dim + x[k]] * corr[r] : acc[r * dim + x[k]];
+      }
+#pragma unroll 4
+      for (int c = 0; c < nc; ++c)
+#pragma unroll
+        for (int k = 0; k < kIlp; ++k) v[k] += wr[k][c] * B[c * ld + x[k]];
+#pragma unroll
+      for (int k = 0; k < kIlp; ++k) {
+        const int e = e0 + k * stride;
+        if (e < n) acc[e / Cols * dim + x[k]] = v[k];
+      }
+    }
+  }
+
   // p = exp(s - lse) in place (0 where masked or where the query sees no key) and, with_ds,
   // ds = p (s2 - delta) in s2. transposed: rows are keys j0 + r, columns queries i0 + c.
   __device__ void probabilities(const Args& a, AttentionTiles<C>& w, index_t b, index_t i0, index_t ni, index_t j0, index_t nj,
