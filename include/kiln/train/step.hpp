@@ -154,7 +154,9 @@ constexpr auto training_step(Loss loss, std::tuple<Ws...> params, double beta1 =
 //   norm = sqrt(sum_p sum(g_p^2)),  c = min(max_grad_norm / (norm + 1e-6), 1),
 //   AdamW(p, m_p, v_p, c g_p)
 // each a small program per parameter rank, the norm summed on the device (norm2 += sum(g^2) per
-// parameter) and read back once. The sum is kept in T, the weights' type: float for a bf16 or
+// parameter) and read back once; or, where parameters, moments and gradients all live in a
+// FlatState (train/flat.hpp), the same two programs run once each over its whole buffers. The
+// sum is kept in T, the weights' type: float for a bf16 or
 // f16 model, which kiln::Trainer trains on float master weights (train/mixed.hpp). Ps: the
 // tuples of kiln::param symbols to update.
 template <class T, class Ps, class... Policies>
