@@ -161,6 +161,13 @@ struct Planner {
     }
   }
 
+  // Every face and output that reads buffer `from` reads buffer `to` instead.
+  static void move_readers(Plan& st, int from, int to) {
+    for (auto& f : st.faces) f.buffer = f.buffer == from ? to : f.buffer;
+    for (auto& f : st.view_faces) f.buffer = f.buffer == from ? to : f.buffer;
+    for (int& o : st.output_source) o = o == from ? to : o;
+  }
+
   // A sum_to that sums nothing (its input already has its shape: the gradient of a bias add
   // that did not broadcast, say) is its input. Where the input is stored contiguously and the
   // value is not an output, its readers read the input's buffer and the kernel is not run. So is
@@ -185,8 +192,7 @@ struct Planner {
           for (int d = 0; d < st.shapes[in].rank(); ++d)
             if (fi.strides[d] != c[d] && st.shapes[in][d] != 1) return;
           if (fi.buffer < 0) return;
-          for (auto& f : st.faces) f.buffer = f.buffer == b ? fi.buffer : f.buffer;
-          for (auto& f : st.view_faces) f.buffer = f.buffer == b ? fi.buffer : f.buffer;
+          move_readers(st, b, fi.buffer);
           arena[static_cast<std::size_t>(b - F::kFirstArenaBuffer)].bytes = 0;
           st.skip[G] = Skip::Identity;
         }
@@ -210,9 +216,7 @@ struct Planner {
       if (!plan().materialized[src] || gs < 0 || plan().groups[gs].root != src || graph().is_output[src]) continue;
       const int b = group_out[gs], out = group_out[g];
       if (b < F::kFirstArenaBuffer || out != kSymbols + k) continue;
-      for (auto& f : st.faces) f.buffer = f.buffer == b ? out : f.buffer;
-      for (auto& f : st.view_faces) f.buffer = f.buffer == b ? out : f.buffer;
-      for (int& o : st.output_source) o = o == b ? out : o;
+      move_readers(st, b, out);
       group_out[gs] = out;
       arena[static_cast<std::size_t>(b - F::kFirstArenaBuffer)].bytes = 0;
       st.skip[g] = Skip::Reshaped;
@@ -292,9 +296,7 @@ struct Planner {
         if constexpr (program::template kernel_info<G>.group.kind == schedule::KernelKind::AxisCopy)
           if (G == g && window) make_window_only<typename Plan::template desc<G>>(st, G, program::template kernel_info<G>, st.faces[n.children[0]], pr);
       });
-      for (auto& f : st.faces) f.buffer = f.buffer == b ? s : f.buffer;
-      for (auto& f : st.view_faces) f.buffer = f.buffer == b ? s : f.buffer;
-      for (int& o : st.output_source) o = o == b ? s : o;
+      move_readers(st, b, s);
       group_out[own] = s;
       const std::size_t a = static_cast<std::size_t>(b - F::kFirstArenaBuffer);
       arena[a].bytes = 0;
