@@ -57,7 +57,7 @@ class FlatState {
   Tensor<T> whole(Kind k) { return Tensor<T>::view(buffers_[k].data(), Shape{size_}, device_); }
 
   // Whether `tensors` holds, under prefix + each part's name, exactly part i of buffer k (no
-  // entry rebound to other memory, none missing); `extra` entries of other names are allowed.
+  // entry rebound to other memory, none missing); entries of other names are allowed.
   template <class Named>
   bool holds(Kind k, const Named& tensors, const std::string& prefix = "") const {
     for (std::size_t i = 0; i < names_.size(); ++i) {

@@ -261,7 +261,7 @@ class StackedStep {
       if (!flat_) {
         auto out = detail::as_tuple(detail::call_with(program, b));
         [&]<std::size_t... J>(std::index_sequence<J...>) { ((lead = std::move(std::get<J>(out))), ...); }(std::index_sequence_for<Lead...>{});
-        (update_.add(grads, names[I], std::move(std::get<sizeof...(Lead) + I>(out)), std::get<I>(ws)), ...);
+        update_.template collect<sizeof...(Lead)>(out, ws, prefix, grads);
         return;
       }
       std::array<bool, N> first{};
