@@ -30,6 +30,11 @@
 // time of a compiled step beside an eager one, the training log (also written to
 // <out>/trainer_log.jsonl, which scripts/plot_loss.py draws), the validation loss, and a few
 // samples.
+//
+// Data-parallel: `scripts/launch.sh -n 2 ./build/examples/train_gpt data/fortunes.txt --steps N`
+// trains on two processes, each with a batch of --batch (docs/distributed.md). --steps is then
+// required (each rank would time its own step and fit another number of steps in --minutes),
+// the eager comparison is skipped, and only rank 0 saves the model and writes the samples.
 #include <kiln/kiln.hpp>
 #include <kiln/models/gpt2_training.hpp>
 #include <kiln/train/trainer.hpp>
@@ -136,7 +141,7 @@ double ms_per_step(kiln::TrainingArguments args, const kiln::train::Parameters<f
                    kiln::Device device) {
   const auto run = [&](long steps) {
     args.max_steps = steps, args.logging_steps = 0, args.print_logs = false, args.report_to = "none";
-    kiln::Trainer<Model, Policies...> trainer(args, weights, device);
+    kiln::Trainer<Model, Policies...> trainer(args, weights, device, kiln::distributed::Environment{});  // this process alone
     const auto t0 = std::chrono::steady_clock::now();
     trainer.train(data);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -249,10 +254,11 @@ kiln::train::Parameters<float> train_with(const Options& opt, kiln::TrainingArgu
   kiln::Trainer<Model, Policies...> trainer(args, weights, opt.device);
   if (opt.profile) trainer.profile();
   trainer.train(train);
-  std::printf("validation loss %.3f nats/char\n", trainer.evaluate(valid));
+  const double valid_loss = trainer.evaluate(valid);
+  if (trainer.is_world_process_zero()) std::printf("validation loss %.3f nats/char\n", valid_loss);
   if (opt.profile) std::printf("%s\n", trainer.explain().c_str());
 #if KILN_WITH_CUDA
-  if (opt.device.is_cuda() && kiln::runtime::Policy<Policies...>::persistent)
+  if (opt.device.is_cuda() && kiln::runtime::Policy<Policies...>::persistent && trainer.is_world_process_zero())
     std::printf("training step graphs: %ld captured, %ld replayed\n", trainer.graph_captures(), trainer.graph_replays());
 #endif
   return trainer.parameters();
@@ -261,12 +267,22 @@ kiln::train::Parameters<float> train_with(const Options& opt, kiln::TrainingArgu
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Options opt(argc, argv);
+  Options opt(argc, argv);
+  const auto place = kiln::distributed::Environment::from_env();
+  if (place.is_distributed()) {
+    if (opt.steps == 0)
+      throw kiln::ValueError("run under scripts/launch.sh or torchrun, give --steps N: each rank would time its own step "
+                             "and fit another number of steps in --minutes");
+    opt.compare = false;
+  }
   const Corpus corpus(opt.data);
-  std::printf("data: %zu training and %zu validation characters, %zu distinct\n", corpus.train.size(),
-              corpus.valid.size(), corpus.vocab.size());
-  std::printf("unigram baseline: %.3f nats/char on the validation text\n", unigram_loss(corpus));
-  std::printf("device: %s\n", opt.device.is_cuda() ? "cuda" : "cpu");
+  if (place.rank == 0) {
+    std::printf("data: %zu training and %zu validation characters, %zu distinct\n", corpus.train.size(),
+                corpus.valid.size(), corpus.vocab.size());
+    std::printf("unigram baseline: %.3f nats/char on the validation text\n", unigram_loss(corpus));
+    std::printf("device: %s%s\n", opt.device.is_cuda() ? "cuda" : "cpu",
+                place.is_distributed() ? (", " + std::to_string(place.world_size) + " ranks").c_str() : "");
+  }
 
   kiln::models::GPT2Config config;
   config.vocab_size = static_cast<long>(corpus.vocab.size());
@@ -291,6 +307,7 @@ int main(int argc, char** argv) try {
                        : opt.compile == "max-autotune"    ? train_with<kiln::MaxAutotune>(opt, args, weights, train, valid)
                                                           : train_with<>(opt, args, weights, train, valid);
 
+  if (place.rank != 0) return 0;  // rank 0 saves and samples for all
   // The weights as a Hugging Face checkpoint, loaded back for generation with a static KV cache.
   const std::string model_dir = opt.out + "/model";
   Model::save_pretrained(model_dir, config, trained);

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "kiln/expr/substitute.hpp"
 #include "kiln/train/trainer.hpp"
@@ -95,6 +98,37 @@ struct Data {
     auto bindings() const { return std::tuple{Parts<T>::x = x, Parts<T>::y = y}; }
   };
   Batch batch(std::span<const std::size_t> rows) const { return {take_rows(xs, rows), take_rows(ys, rows)}; }
+};
+
+// Random weights of Stacked<T, 2> (and OneProgram<T>), normal with deviation 0.5.
+template <class T>
+kiln::train::Parameters<T> stacked_weights(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> d(0.0, 0.5);
+  const auto random = [&](kiln::Shape s) {
+    kiln::Tensor<double> t(s);
+    for (std::size_t i = 0; i < t.numel(); ++i) t[i] = d(rng);
+    return t.template as<T>();
+  };
+  return {{"w_in", random({3, 4})},  {"w_out", random({4, 2})},    {"layer0.w", random({4, 4})},
+          {"layer0.b", random({4})}, {"layer1.w", random({4, 4})}, {"layer1.b", random({4})}};
+}
+
+// What kiln::Trainer gives an engine: a FlatState of its parameters (train/flat.hpp), the
+// parameters (set to `start`) and the moments (zero) as views of it.
+template <class Engine, class T>
+struct FlatViews {
+  using F = kiln::train::FlatState<T>;
+  std::shared_ptr<F> flat;
+  kiln::train::Parameters<T> params, moments;
+  explicit FlatViews(const kiln::train::Parameters<T>& start) {
+    std::vector<std::pair<std::string, kiln::Shape>> parts;
+    Engine::for_each_parameter([&](auto, const std::string& name) { parts.emplace_back(name, start.at(name).shape()); });
+    flat = std::make_shared<F>(parts, kiln::Device::cpu());
+    params = flat->views(F::kParam), moments = flat->views(F::kExpAvg, "exp_avg.");
+    moments.merge(flat->views(F::kExpAvgSq, "exp_avg_sq."));
+    for (const auto& [name, shape] : parts) params.at(name).copy_from(start.at(name));
+  }
 };
 
 }  // namespace kiln::test

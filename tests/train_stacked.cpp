@@ -26,17 +26,7 @@ static_assert(!kiln::train::StackedModel<OneProgram>);
 static_assert(kiln::numbered<"layer", 12>().view() == "layer12.");
 static_assert(std::is_same_v<decltype(kiln::prefixed<"layer1.">(Parts::w)), decltype(kiln::param<"layer1.w", 2, double>())>);
 
-kiln::train::Parameters<double> initial(std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d(0.0, 0.5);
-  const auto random = [&](Shape s) {
-    Tensor<double> t(s);
-    for (std::size_t i = 0; i < t.numel(); ++i) t[i] = d(rng);
-    return t;
-  };
-  return {{"w_in", random({3, 4})},       {"w_out", random({4, 2})}, {"layer0.w", random({4, 4})},
-          {"layer0.b", random({4})},      {"layer1.w", random({4, 4})}, {"layer1.b", random({4})}};
-}
+kiln::train::Parameters<double> initial(std::uint64_t seed) { return kiln::test::stacked_weights<double>(seed); }
 
 kiln::TrainingArguments arguments(const std::string& name) {
   kiln::TrainingArguments a;
@@ -182,15 +172,12 @@ TEST_CASE("StackedStep: with a flat state, the update runs once over the whole b
   const std::vector<std::size_t> rows{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   const auto batch = data.batch(rows);
   const auto start = initial(18);
-  std::vector<std::pair<std::string, Shape>> parts;
-  Engine::for_each_parameter([&](auto, const std::string& name) { parts.emplace_back(name, start.at(name).shape()); });
-  auto flat = std::make_shared<F>(parts, kiln::Device::cpu());
-  auto params_flat = flat->views(F::kParam), moments_flat = flat->views(F::kExpAvg, "exp_avg.");
-  moments_flat.merge(flat->views(F::kExpAvgSq, "exp_avg_sq."));
+  kiln::test::FlatViews<Engine, double> state(start);
+  auto& flat = state.flat;
+  auto &params_flat = state.params, &moments_flat = state.moments;
   kiln::train::Parameters<double> params_own, moments_own;
-  for (const auto& [name, shape] : parts) {
-    params_flat.at(name).copy_from(start.at(name));
-    params_own.emplace(name, start.at(name));
+  for (const auto& [name, t] : start) {
+    params_own.emplace(name, t);
     moments_own.emplace("exp_avg." + name, kiln::zeros<double>(start.at(name).shape()));
     moments_own.emplace("exp_avg_sq." + name, kiln::zeros<double>(start.at(name).shape()));
   }

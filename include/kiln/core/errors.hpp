@@ -35,4 +35,11 @@ struct FileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A process group that cannot form or that broke (kiln::distributed): a rank that did not join
+// or stopped answering within the timeout, a model or training arguments that differ between
+// ranks, a malformed RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT. The message names the ranks.
+struct DistributedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace kiln

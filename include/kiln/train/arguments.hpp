@@ -31,6 +31,10 @@ struct TrainingArguments {
   bool disable_tqdm = false;   // no progress bar (there is one only when stdout is a terminal)
   bool print_logs = true;      // each logged record, and the run's summary, as a line on stdout
   std::string report_to = "jsonl";  // "jsonl": every record to output_dir/trainer_log.jsonl; "none"
+  // Data-parallel runs (several processes: docs/distributed.md).
+  std::string ddp_backend;         // "tcp" (CPU), "nccl" (CUDA), or "" for the one that fits the device
+  double ddp_bucket_cap_mb = 25;   // the most MiB of gradients summed over the ranks in one call
+  double ddp_timeout = 1800;       // seconds to wait for the other ranks before a DistributedError
 };
 
 // The learning rate of update `step` (0 for the first) out of `total`, as HF's schedulers
@@ -63,6 +67,9 @@ inline void check_arguments(const TrainingArguments& a) {
   if (a.max_steps <= 0 && !(a.num_train_epochs > 0)) fail("give max_steps > 0 or num_train_epochs > 0");
   if (a.warmup_steps < 0 || a.logging_steps < 0 || a.eval_steps < 0 || a.save_steps < 0)
     fail("warmup_steps, logging_steps, eval_steps and save_steps must be at least 0");
+  if (!a.ddp_backend.empty() && a.ddp_backend != "tcp" && a.ddp_backend != "nccl")
+    fail("ddp_backend \"" + a.ddp_backend + "\" is not one of tcp, nccl (or empty: the one that fits the device)");
+  if (!(a.ddp_bucket_cap_mb > 0) || !(a.ddp_timeout > 0)) fail("ddp_bucket_cap_mb and ddp_timeout must be greater than 0");
   const std::string& t = a.lr_scheduler_type;
   if (t != "linear" && t != "cosine" && t != "constant" && t != "constant_with_warmup")
     fail("lr_scheduler_type \"" + t + "\" is not one of linear, cosine, constant, constant_with_warmup");

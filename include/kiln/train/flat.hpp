@@ -43,6 +43,9 @@ class FlatState {
 
   std::size_t parts() const { return names_.size(); }
   const std::string& name(std::size_t i) const { return names_[i]; }
+  // Where part i lies in each buffer: elements [offset(i), offset(i) + shape(i).numel()).
+  std::size_t offset(std::size_t i) const { return offsets_[i]; }
+  const Shape& shape(std::size_t i) const { return shapes_[i]; }
   // Part i of buffer k, a view with the part's shape.
   Tensor<T> view(Kind k, std::size_t i) { return Tensor<T>::view(buffers_[k].data() + offsets_[i], shapes_[i], device_); }
   Tensor<T> view(Kind k, const std::string& name) { return view(k, index_.at(name)); }

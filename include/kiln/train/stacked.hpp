@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kiln/autodiff/grad.hpp"
+#include "kiln/distributed/buckets.hpp"
 #include "kiln/expr/ops.hpp"
 #include "kiln/expr/substitute.hpp"
 #include "kiln/nn/optim.hpp"
@@ -158,8 +159,13 @@ class StackedStep {
   // the batch's tensors, the parameters, the moments and the hyper-parameters' block where they
   // live, so those addresses are its key: a caller keeps them put from step to step (the
   // Trainer's static batch tensors) and replays one graph per batch shape.
+  //
+  // Data-parallel (`reducer`, which needs use_flat): each bucket of gradients is summed over the
+  // ranks as soon as the backward has finished it (distributed/buckets.hpp), inside the graph
+  // where there is one; the communicator's synchronize() follows the step, before the loss is read.
   template <class Batch>
-  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
+  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper,
+                                 distributed::Reducer<T>* reducer = nullptr) {
     Tensor<L> loss;
     Tensor<T> norm;
 #if KILN_WITH_CUDA
@@ -170,11 +176,12 @@ class StackedStep {
       key.push_back(hyper.lr.data());
       std::apply([&](const auto&... b) { (key.push_back(b.tensor->data()), ...); }, batch);
       step_graph_.run(key, plans_dropped(),
-                      [&] { std::tie(step_loss_, step_norm_) = step_on_device(batch, params, moments, hyper); });
+                      [&] { std::tie(step_loss_, step_norm_) = step_on_device(batch, params, moments, hyper, reducer); });
       loss = step_loss_, norm = step_norm_;
     } else
 #endif
-      std::tie(loss, norm) = step_on_device(batch, params, moments, hyper);
+      std::tie(loss, norm) = step_on_device(batch, params, moments, hyper, reducer);
+    if (reducer) reducer->communicator().synchronize();
     return {static_cast<double>(widen(loss.cpu()[0])), static_cast<double>(widen(norm.cpu()[0]))};
   }
 #if KILN_WITH_CUDA
@@ -186,20 +193,32 @@ class StackedStep {
   // step(), the loss and the norm left on the device: every kernel of the step is enqueued on
   // kiln's stream and nothing synchronises, so the whole step can be one CUDA graph.
   template <class Batch>
-  std::pair<Tensor<L>, Tensor<T>> step_on_device(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper) {
+  std::pair<Tensor<L>, Tensor<T>> step_on_device(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper,
+                                                 distributed::Reducer<T>* reducer = nullptr) {
     Named grads;
-    Tensor<L> loss = accumulate_on_device(batch, params, grads);
+    Tensor<L> loss = accumulate_on_device(batch, params, grads, reducer);
+    if (reducer) reducer->finish();
     return {std::move(loss), update_.apply_on_device([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, flat_.get())};
   }
 
   // Adds a batch's gradients to grads (by parameter name) and returns its loss: the forward,
-  // then the backward region by region.
+  // then the backward region by region. With a reducer (the last batch of an update in a
+  // data-parallel run), each gradient is marked ready once its last contribution is in, and the
+  // reducer sums the buckets so completed; the caller then calls its finish().
   template <class Batch>
-  double accumulate(const Batch& batch, Named& params, Named& grads) {
-    return static_cast<double>(widen(accumulate_on_device(batch, params, grads).cpu()[0]));
+  double accumulate(const Batch& batch, Named& params, Named& grads, distributed::Reducer<T>* reducer = nullptr) {
+    Tensor<L> loss = accumulate_on_device(batch, params, grads, reducer);
+    if (reducer) reducer->finish(), reducer->communicator().synchronize();
+    return static_cast<double>(widen(loss.cpu()[0]));
   }
   template <class Batch>
-  Tensor<L> accumulate_on_device(const Batch& batch, Named& params, Named& grads) {
+  Tensor<L> accumulate_on_device(const Batch& batch, Named& params, Named& grads, distributed::Reducer<T>* reducer = nullptr) {
+    if (reducer) {
+      if (!flat_) throw ValueError("kiln::train::StackedStep: a reducer sums the flat gradient buffer; call use_flat first");
+      reducer->start(flat_->whole(FlatState<T>::kGrad).data(), flat_->whole(FlatState<T>::kGrad).device());
+      left_ = contributions();
+    }
+    reducer_ = reducer;
     std::vector<SavedTensors> saved;
     const std::vector<Tensor<H>> xs = forward(batch, params, &saved);  // each layer's input, and the last output
     // An output the programs write into (with a flat state; otherwise they return their own).
@@ -223,6 +242,7 @@ class StackedStep {
     run_collecting(*embed_backward_,
                    std::tuple_cat(detail::bindings_for<Embed>(batch), std::tuple{cotangent = g}, detail::bind_named<T>(M::embed_parameters(), params)),
                    M::embed_parameters(), "", grads);
+    reducer_ = nullptr;
     return loss;
   }
 
@@ -247,6 +267,21 @@ class StackedStep {
   long whole_buffer_updates() const { return update_.whole_buffer_updates(); }
 
  private:
+  // How many programs of a step write a gradient of each parameter: 1, or 2 for a weight of both
+  // the embedding and the head (tied).
+  static std::map<std::string, int> contributions() {
+    std::map<std::string, int> n;
+    std::apply([&](auto... w) { (++n[std::string(w.name())], ...); }, M::head_parameters());
+    for (int l = 0; l < M::layers; ++l)
+      std::apply([&](auto... w) { (++n[M::layer_prefix(l) + std::string(w.name())], ...); }, M::layer_parameters());
+    std::apply([&](auto... w) { (++n[std::string(w.name())], ...); }, M::embed_parameters());
+    return n;
+  }
+  // After a program wrote its gradients: those of their last contribution go to the reducer.
+  void finished(const std::string& name) {
+    if (reducer_ && --left_.at(name) == 0) reducer_->ready(name);
+  }
+
   // Runs `program` with the bindings b (a tuple). Its outputs are `lead` (tensors of the right
   // shapes, which the call fills: the loss, the residual's gradient), then the gradients of the
   // parameters ws (a tuple), named prefix + their names, which are added to grads. With a flat
@@ -262,6 +297,7 @@ class StackedStep {
         auto out = detail::as_tuple(detail::call_with(program, b));
         [&]<std::size_t... J>(std::index_sequence<J...>) { ((lead = std::move(std::get<J>(out))), ...); }(std::index_sequence_for<Lead...>{});
         update_.template collect<sizeof...(Lead)>(out, ws, prefix, grads);
+        (finished(names[I]), ...);
         return;
       }
       std::array<bool, N> first{};
@@ -275,6 +311,7 @@ class StackedStep {
       (([&] {
          if (first[I]) grads.emplace(names[I], std::move(dst[I]));  // the view itself (a copy would be a deep one)
          else update_.add(grads, names[I], std::move(dst[I]), std::get<I>(ws));
+         finished(names[I]);
        }()), ...);
     }(std::make_index_sequence<N>{});
   }
@@ -358,6 +395,8 @@ class StackedStep {
       update_;
   std::shared_ptr<void> predict_;  // the predictions' program, once predict() has run
   std::shared_ptr<FlatState<T>> flat_;  // where the gradients go (use_flat), or none
+  distributed::Reducer<T>* reducer_ = nullptr;  // during a data-parallel backward
+  std::map<std::string, int> left_;             // its contributions still to come, by parameter
 
   template <class Ws>
   static auto head_program(const Ws& ws) {

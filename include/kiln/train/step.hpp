@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/autodiff/grad.hpp"
+#include "kiln/distributed/buckets.hpp"
 #include "kiln/expr/ops.hpp"
 #include "kiln/expr/substitute.hpp"
 #include "kiln/nn/optim.hpp"
@@ -337,8 +338,17 @@ class OneProgramStep {
     const auto l = detail::call_with(eval_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
     return static_cast<double>(widen(l.cpu()[0]));
   }
+  // One update. Data-parallel (`reducer`, which needs use_flat): the gradients' program, the sums
+  // over the ranks, then the update (train/step.hpp's ParameterUpdate) instead of the one fused
+  // program, since the sums come between the gradients and the update.
   template <class Batch>
-  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, const Hyper<T>& hyper) {
+  std::pair<double, double> step(const Batch& batch, Named& params, Named& moments, Hyper<T>& hyper,
+                                 distributed::Reducer<T>* reducer = nullptr) {
+    if (reducer) {
+      Named grads;
+      const double loss = accumulate(batch, params, grads, reducer);
+      return {loss, update(grads, params, moments, hyper)};
+    }
     using S = StepSymbols<T>;
     const auto hp = std::tuple{S::lr = hyper.lr, S::weight_decay = hyper.weight_decay,
                                S::max_grad_norm = hyper.max_grad_norm, S::step = hyper.step};
@@ -347,15 +357,39 @@ class OneProgramStep {
   }
   // Gradient accumulation: adds a batch's gradients to grads (by parameter name) and returns its
   // loss; update() then applies the step's update to their sum times hyper.grad_scale and
-  // returns the gradient norm before clipping.
+  // returns the gradient norm before clipping. With a flat state (use_flat) the sums are kept in
+  // its gradient buffer, and update() runs over whole buffers; with a reducer too (the last
+  // batch of an update in a data-parallel run) they are then summed over the ranks.
   template <class Batch>
-  double accumulate(const Batch& batch, Named& params, Named& grads) {
+  double accumulate(const Batch& batch, Named& params, Named& grads, distributed::Reducer<T>* reducer = nullptr) {
+    if (reducer && !flat_) throw ValueError("kiln::train::OneProgramStep: a reducer sums the flat gradient buffer; call use_flat first");
     auto out = detail::call_with(gradients_, std::tuple_cat(batch, detail::bind_named<T>(Model::parameters(), params)));
     update_.template collect<1>(out, Model::parameters(), "", grads);
+    if (flat_)
+      for (auto& [name, g] : grads) {
+        Tensor<T> part = flat_->view(FlatState<T>::kGrad, name);
+        if (g.data() == part.data()) continue;
+        part.copy_from(g);
+        g = std::move(part);  // the entry becomes the view (a copy assignment would copy the values)
+      }
+    if (reducer) {
+      Tensor<T> whole = flat_->whole(FlatState<T>::kGrad);
+      reducer->start(whole.data(), whole.device());
+      for (std::size_t i = flat_->parts(); i-- > 0;) reducer->ready(flat_->name(i));
+      reducer->finish();
+      reducer->communicator().synchronize();
+    }
     return static_cast<double>(widen(std::get<0>(out).cpu()[0]));
   }
   double update(Named& grads, Named& params, Named& moments, Hyper<T>& hyper) {
-    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper);
+    return update_.apply([](auto&& f) { for_each_parameter(f); }, grads, params, moments, hyper, flat_.get());
+  }
+  // Keeps accumulated gradients in `flat`'s gradient buffer (train/flat.hpp).
+  void use_flat(std::shared_ptr<FlatState<T>> flat) {
+    for_each_parameter([&](auto, const std::string& name) {
+      if (!flat->has(name)) throw ValueError("kiln::train::OneProgramStep::use_flat: the flat state has no part \"" + name + "\"");
+    });
+    flat_ = std::move(flat);
   }
   // The model's predictions() of a batch, and its loss, from one program (one forward pass). The
   // program is compiled at the first call (so a model without predictions() compiles as long as
@@ -391,6 +425,7 @@ class OneProgramStep {
   Eval eval_ = compile<Policies...>(Model::loss());
   decltype(compile<Policies...>(loss_and_gradients())) gradients_ = compile<Policies...>(loss_and_gradients());
   ParameterUpdate<T, std::tuple<decltype(Model::parameters())>, Policies...> update_;
+  std::shared_ptr<FlatState<T>> flat_;  // where accumulated gradients are kept (use_flat), or none
   std::shared_ptr<void> predict_;  // the predictions' program, once predict() has run
 };
 

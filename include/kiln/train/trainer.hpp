@@ -45,6 +45,18 @@
 // to checkpoint-<step>.tmp and renamed, so a killed run leaves the last complete checkpoint and
 // no half-written one. train(data, eval, path) resumes from one: the same steps then follow, to
 // the bit, as if the run had not stopped.
+//
+// Data-parallel training (docs/distributed.md). Started as several processes (scripts/launch.sh
+// -n N, or torchrun), each with RANK and WORLD_SIZE in its environment, the Trainer of each
+// process joins the others (distributed/connect.hpp: over TCP for the CPU, NCCL for CUDA; the
+// ranks must train the same model with the same arguments, which the rendezvous checks), starts
+// from rank 0's weights, and trains on its share of every batch: the epoch's order (the same on
+// every rank) padded to a multiple of WORLD_SIZE by repeating its first samples, rank r taking
+// samples r, r + W, r + 2W, ... as torch's DistributedSampler does. The gradients are summed over
+// the ranks in buckets as the backward finishes them (distributed/buckets.hpp) and scaled by
+// 1 / W, so every rank applies the same update and keeps the same weights: one rank's batch of B
+// is a global batch of B W. Logged losses are the ranks' mean; evaluation splits the batches
+// among the ranks; only rank 0 logs, prints and writes checkpoints.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -66,6 +78,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/distributed/connect.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/runtime/compile.hpp"
 #include "kiln/train/arguments.hpp"
@@ -124,9 +137,21 @@ class Trainer {
 
   // Checks the arguments (a ValueError names the first bad one) and that `weights` holds every
   // parameter of the model with its rank (a ValueError names a missing one, a ShapeError a
-  // wrong rank); copies them to `device`, with AdamW's moments at zero.
-  Trainer(TrainingArguments args, const Parameters& weights, Device device = Device::cpu())
-      : args_(std::move(args)), device_(device) {
+  // wrong rank); copies them to `device`, with AdamW's moments at zero. In a run of several
+  // processes (`env`, by default read from the environment: distributed/environment.hpp) it
+  // then joins the other ranks, waiting up to ddp_timeout for them, and takes rank 0's weights.
+  Trainer(TrainingArguments args, const Parameters& weights, Device device = Device::cpu(),
+          const distributed::Environment& env = distributed::Environment::from_env())
+      : Trainer(std::move(args), weights, device, nullptr, &env) {}
+  // The same with a communicator of the caller's (one per rank), for ranks that are not
+  // processes of their own (threads, a test's recording communicator).
+  Trainer(TrainingArguments args, const Parameters& weights, Device device, std::shared_ptr<distributed::Communicator> comm)
+      : Trainer(std::move(args), weights, device, std::move(comm), nullptr) {}
+
+ private:
+  Trainer(TrainingArguments args, const Parameters& weights, Device device, std::shared_ptr<distributed::Communicator> comm,
+          const distributed::Environment* env)
+      : args_(std::move(args)), device_(device), comm_(std::move(comm)) {
     check_arguments(args_);
     if (args_.bf16 != std::is_same_v<typename Model::element, bf16>)
       throw ValueError(std::string("kiln::TrainingArguments: bf16 is ") + (args_.bf16 ? "true" : "false") +
@@ -148,11 +173,25 @@ class Trainer {
     params_ = flat_->views(F::kParam);
     for (auto& [name, t] : params_) t.copy_from(weights.at(name));
     moments_ = flat_->views(F::kExpAvg, "exp_avg."), moments_.merge(flat_->views(F::kExpAvgSq, "exp_avg_sq."));
-    if constexpr (requires { engine_.use_flat(flat_); }) engine_.use_flat(flat_);
+    engine_.use_flat(flat_);
     // Fixed for the run; lr, the step count and the gradients' scale are set at every step.
     hyper_.max_grad_norm_value = args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity();
     hyper_.weight_decay_value = args_.weight_decay;
+    if (env && env->is_distributed())
+      comm_ = distributed::connect(*env, args_.ddp_backend, device_, fingerprint(parts) + fingerprint_of_arguments(),
+                                   std::chrono::milliseconds(static_cast<long long>(args_.ddp_timeout * 1000)));
+    if (comm_ && comm_->size() > 1) join_ranks();
   }
+
+ public:
+  // This process's rank and the number of ranks (HF's process_index and world_size): 0 and 1
+  // when the run is not distributed.
+  int process_index() const { return comm_ ? comm_->rank() : 0; }
+  int world_size() const { return comm_ ? comm_->size() : 1; }
+  // Whether this is rank 0, the one that logs and saves (HF's is_world_process_zero).
+  bool is_world_process_zero() const { return process_index() == 0; }
+  // The gradient buckets summed over the ranks (none when the run is not distributed).
+  std::vector<distributed::Bucket> gradient_buckets() const { return reducer_ ? reducer_->buckets() : std::vector<distributed::Bucket>{}; }
 
   const TrainingArguments& args() const { return args_; }
   // The current parameters (on the trainer's device), by name.
@@ -179,12 +218,15 @@ class Trainer {
   // to continue from.
   template <train::Dataset D, train::Dataset E = train::NoData>
   train::TrainOutput train(const D& data, const E& eval = {}, const std::string& resume_from_checkpoint = "") {
-    const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_train_batch_size);
+    // This rank's samples per epoch: all of them, or in a run of W ranks its share of the order
+    // padded to a multiple of W (see the top of this file).
+    const std::size_t all = data.size(), W = static_cast<std::size_t>(world_size());
+    const std::size_t n = (all + W - 1) / W, B = static_cast<std::size_t>(args_.per_device_train_batch_size);
     const std::size_t K = static_cast<std::size_t>(args_.gradient_accumulation_steps);
     const std::size_t per_epoch = args_.dataloader_drop_last ? n / B : (n + B - 1) / B;  // batches
     if (per_epoch == 0)
-      throw ValueError("kiln::Trainer: the training data has " + std::to_string(n) + " samples, no batch of " +
-                       std::to_string(B));
+      throw ValueError("kiln::Trainer: the training data has " + std::to_string(n) + " samples" +
+                       (W > 1 ? " per rank" : "") + ", no batch of " + std::to_string(B));
     const std::size_t updates_per_epoch = (per_epoch + K - 1) / K;
     total_ = args_.max_steps > 0
                  ? args_.max_steps
@@ -199,35 +241,37 @@ class Trainer {
     }
     open_log();
     StaticBatch<D> batch(device_);
-    std::vector<std::size_t> order = epoch_order(n);
+    std::vector<std::size_t> order = rank_order(all);
     train::Prefetch<D> prefetch(data, n, B);  // after `order`, which its thread reads
     train::Parameters<T> grads;
     double run_loss = 0;
     long run_steps = 0;
     const long first_step = global_step_;
-    progress_.start(global_step_, total_, !args_.disable_tqdm);
+    progress_.start(global_step_, total_, !args_.disable_tqdm && is_world_process_zero());
     // Batch b of the epoch on the trainer's device; the next one of the epoch is made meanwhile.
     const auto load = [&](std::size_t b) { return batch.load(prefetch.take(order, b, b + 1 < per_epoch)); };
     while (global_step_ < total_) {
       if (step_in_epoch_ == per_epoch) {
         ++epoch_, step_in_epoch_ = 0;
-        order = epoch_order(n);
+        order = rank_order(all);
       }
       const double lr = learning_rate_at(args_, global_step_, total_);
       // One update from the next K batches of the epoch (fewer at its end): the mean of their
       // losses and of their gradients.
       const std::size_t take = std::min(K, per_epoch - step_in_epoch_);
       double loss = 0, norm = 0, samples = 0;
-      for (std::size_t j = 0; j < take; ++j) samples += static_cast<double>(std::min(B, n - (step_in_epoch_ + j) * B));
+      for (std::size_t j = 0; j < take; ++j) samples += static_cast<double>(W * std::min(B, n - (step_in_epoch_ + j) * B));
       if (K == 1) {
         std::tie(loss, norm) = run_step(load(step_in_epoch_), lr);
       } else {
-        hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0 / static_cast<double>(take));
+        hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0 / static_cast<double>(take * W));
         grads.clear();
-        for (std::size_t j = 0; j < take; ++j) loss += engine_.accumulate(load(step_in_epoch_ + j), params_, grads);
+        for (std::size_t j = 0; j < take; ++j)
+          loss += engine_.accumulate(load(step_in_epoch_ + j), params_, grads, j + 1 == take ? reducer_.get() : nullptr);
         loss /= static_cast<double>(take);
         norm = engine_.update(grads, params_, moments_, hyper_);
       }
+      if (W > 1) loss = mean_over_ranks(loss);
       ++global_step_, step_in_epoch_ += take, ++run_steps;
       run_loss += loss;
       pending_.add(loss, lr, norm);
@@ -286,21 +330,24 @@ class Trainer {
   template <train::Dataset D>
   double evaluation_loss(const D& data) {
     double total = 0;
+    const auto W = static_cast<std::size_t>(world_size()), r = static_cast<std::size_t>(process_index());
     in_order(data, "kiln::Trainer::evaluate", [&](const auto& bound, std::size_t count) {
       total += engine_.loss(bound, params_) * static_cast<double>(count);
-    });
+    }, W, r);
+    if (W > 1) comm_->all_reduce_host(&total, 1);  // every rank's batches: the sum of all of them
     return total / static_cast<double>(data.size());
   }
   // f(batch bound on the device, its sample count) for the batches of per_device_eval_batch_size
-  // samples of `data` in order; a ValueError naming `who` when there are none.
+  // samples of `data` in order (of those, batches first, first + every, ...); a ValueError
+  // naming `who` when there are none.
   template <train::Dataset D, class F>
-  void in_order(const D& data, const char* who, F&& f) {
+  void in_order(const D& data, const char* who, F&& f, std::size_t every = 1, std::size_t first_batch = 0) {
     const std::size_t n = data.size(), B = static_cast<std::size_t>(args_.per_device_eval_batch_size);
     if (n == 0) throw ValueError(std::string(who) + ": the data has no samples");
     std::vector<std::size_t> rows(n);
     std::iota(rows.begin(), rows.end(), std::size_t{0});
     StaticBatch<D> batch(device_);
-    for (std::size_t first = 0; first < n; first += B) {
+    for (std::size_t first = first_batch * B; first < n; first += every * B) {
       const std::size_t count = std::min(B, n - first);
       f(batch.load(data.batch(std::span(rows).subspan(first, count))), count);
     }
@@ -309,9 +356,11 @@ class Trainer {
  public:
 
   // Writes output_dir/checkpoint-<global_step> now (atomically; see the top of this file) and
-  // removes the oldest beyond save_total_limit. Returns its path.
+  // removes the oldest beyond save_total_limit. Returns its path. In a data-parallel run only
+  // rank 0 writes (every rank holds the same state).
   std::string save_checkpoint() {
     const std::filesystem::path dir = std::filesystem::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
+    if (!is_world_process_zero()) return dir.string();
     nlohmann::json state = {{"global_step", global_step_},
                             {"epoch", epoch_},
                             {"step_in_epoch", step_in_epoch_},
@@ -385,8 +434,53 @@ class Trainer {
   // loss and the gradient norm before clipping.
   template <class Bound>
   std::pair<double, double> run_step(const Bound& batch, double lr) {
-    hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0);
-    return engine_.step(batch, params_, moments_, hyper_);
+    hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0 / static_cast<double>(world_size()));
+    return engine_.step(batch, params_, moments_, hyper_, reducer_.get());
+  }
+
+  // The mean of a value over the ranks.
+  double mean_over_ranks(double v) {
+    comm_->all_reduce_host(&v, 1);
+    return v / static_cast<double>(comm_->size());
+  }
+
+  // What must be the same on every rank of a data-parallel run: the parameters and the training
+  // arguments that shape a step or the data order. One line each, so that the rendezvous's error
+  // names the first that differs.
+  static std::string fingerprint(const std::vector<std::pair<std::string, Shape>>& parts) {
+    std::string f = std::string("element ") + dtype_name<T>() + "\n";
+    for (const auto& [name, shape] : parts) f += "parameter " + name + " " + shape.str() + "\n";
+    return f;
+  }
+  std::string fingerprint_of_arguments() const {
+    const TrainingArguments& a = args_;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "per_device_train_batch_size %ld\ngradient_accumulation_steps %ld\nmax_steps %ld\nnum_train_epochs %.17g\n"
+                  "seed %llu\nlearning_rate %.17g\nlr_scheduler_type %s\nwarmup_steps %ld\nweight_decay %.17g\n"
+                  "max_grad_norm %.17g\ndataloader_drop_last %d\nbf16 %d\nddp_bucket_cap_mb %.17g\n",
+                  a.per_device_train_batch_size, a.gradient_accumulation_steps, a.max_steps, a.num_train_epochs,
+                  static_cast<unsigned long long>(a.seed), a.learning_rate, a.lr_scheduler_type.c_str(), a.warmup_steps,
+                  a.weight_decay, a.max_grad_norm, a.dataloader_drop_last ? 1 : 0, a.bf16 ? 1 : 0, a.ddp_bucket_cap_mb);
+    return line;
+  }
+
+  // With the other ranks (comm_ of two or more): the buckets of the gradient sums, and rank 0's
+  // weights on every rank (the others' set to zero, then summed).
+  void join_ranks() {
+    using F = train::FlatState<T>;
+    std::vector<distributed::GradientPart> parts;
+    std::vector<std::size_t> finished;
+    for (std::size_t i = 0; i < flat_->parts(); ++i) parts.push_back({flat_->name(i), flat_->offset(i), flat_->shape(i).numel()});
+    // A stack of layers finishes its gradients from the head back to the embedding: the reverse
+    // of the parameters' order (one program finishes them all at once, in any order).
+    for (std::size_t i = flat_->parts(); i-- > 0;) finished.push_back(i);
+    const auto cap = static_cast<std::size_t>(args_.ddp_bucket_cap_mb * 1024 * 1024);
+    reducer_ = std::make_unique<distributed::Reducer<T>>(*comm_, std::move(parts), finished, std::max<std::size_t>(cap, 1));
+    Tensor<T> weights = flat_->whole(F::kParam);
+    if (comm_->rank() != 0) weights.fill(T(0));
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) comm_->all_reduce_sum(weights.data(), weights.numel(), device_);
+    comm_->synchronize();
   }
 
   std::vector<std::size_t> epoch_order(std::size_t n) const {
@@ -396,6 +490,16 @@ class Trainer {
     std::shuffle(order.begin(), order.end(), rng);
     return order;
   }
+  // This rank's samples of the epoch: the epoch's order, or in a run of W ranks its samples r,
+  // r + W, r + 2W, ... of that order repeated to a multiple of W (see the top of this file).
+  std::vector<std::size_t> rank_order(std::size_t all) const {
+    std::vector<std::size_t> order = epoch_order(all);
+    const auto W = static_cast<std::size_t>(world_size()), r = static_cast<std::size_t>(process_index());
+    if (W == 1) return order;
+    std::vector<std::size_t> mine((all + W - 1) / W);
+    for (std::size_t j = 0; j < mine.size(); ++j) mine[j] = order[(j * W + r) % all];
+    return mine;
+  }
   double epoch_now(std::size_t per_epoch) const {
     return static_cast<double>(epoch_) + static_cast<double>(step_in_epoch_) / static_cast<double>(per_epoch);
   }
@@ -404,7 +508,7 @@ class Trainer {
   // printed (print_logs) as a line of text.
   void open_log() {
     log_file_.reset();
-    if (args_.report_to != "jsonl") return;
+    if (args_.report_to != "jsonl" || !is_world_process_zero()) return;
     std::error_code ec;
     std::filesystem::create_directories(args_.output_dir, ec);
     const std::string path = (std::filesystem::path(args_.output_dir) / "trainer_log.jsonl").string();
@@ -416,7 +520,7 @@ class Trainer {
   void record(const LogRecord& r) {
     log_.push_back(r);
     if (log_file_) *log_file_ << train::to_json(r).dump() << "\n" << std::flush;
-    if (!args_.print_logs) return;
+    if (!args_.print_logs || !is_world_process_zero()) return;
     char line[320];
     int at = std::snprintf(line, sizeof line, "step %ld/%ld  epoch %.2f", r.step, total_, r.epoch);
     const auto add = [&](const char* format, double v) {
@@ -431,7 +535,7 @@ class Trainer {
                               {"train_samples_per_second", out.train_samples_per_second}, {"train_loss", out.training_loss},
                               {"global_step", out.global_step}};
     if (log_file_) *log_file_ << j.dump() << "\n" << std::flush;
-    if (!args_.print_logs) return;
+    if (!args_.print_logs || !is_world_process_zero()) return;
     char line[256];
     std::snprintf(line, sizeof line, "trained to step %ld in %.1f s: %.2f steps/s, %.0f samples/s, mean loss %.4f", out.global_step,
                   out.train_runtime, out.train_steps_per_second, out.train_samples_per_second, out.training_loss);
@@ -455,6 +559,8 @@ class Trainer {
 
   TrainingArguments args_;
   Device device_;
+  std::shared_ptr<distributed::Communicator> comm_;  // the ranks of a data-parallel run, or none
+  std::unique_ptr<distributed::Reducer<T>> reducer_;  // the gradients' sums over them
   std::shared_ptr<train::FlatState<T>> flat_;  // the memory of params_, moments_ and the gradients
   Parameters params_, moments_;                 // views of flat_'s parts
   train::Hyper<T> hyper_{device_};
