@@ -390,6 +390,40 @@ TEST_CASE("Trainer: two ranks over TCP train as one process does with the global
                       std::string::npos, e);
 }
 
+TEST_CASE("Trainer: two ranks resumed from rank 0's checkpoint continue to the bit") {
+  // Two ranks train 8 updates; two others train 4 (max_steps 8, stopped by training a copy of
+  // the arguments with max_steps 4 would change the schedule, so the first run saves at step 4
+  // and the second pair resumes from that checkpoint, written by rank 0 alone).
+  const Data data(24, 41);
+  const std::string dir = (fs::temp_directory_path() / ("kiln_distributed_resume_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  // Each rank's weights after train(data, {}, resume) with the given save_steps.
+  const auto run = [&](long save_steps, const std::string& resume) {
+    std::vector<kiln::train::Parameters<double>> weights(2);
+    const int port = free_port();
+    const auto errors = on_ranks(2, [&](int r) {
+      auto args = arguments("resume_rank" + std::to_string(r), 3);
+      args.save_steps = save_steps, args.output_dir = dir + "/rank" + std::to_string(r);
+      kiln::Trainer<Stacked> t(args, initial(7), kiln::Device::cpu(), rank_of(r, 2, port));
+      t.train(data, kiln::train::NoData{}, resume);
+      for (const auto& [n, w] : t.parameters()) weights[r].emplace(n, w);
+    });
+    for (const auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+    return weights;
+  };
+  const auto whole = run(4, "");
+  const std::string checkpoint = dir + "/rank0/checkpoint-4";
+  REQUIRE(fs::exists(checkpoint + "/optimizer.safetensors"));
+  REQUIRE(!fs::exists(dir + "/rank1"));  // rank 1 wrote nothing
+  const auto resumed = run(0, checkpoint);  // both ranks read rank 0's checkpoint
+  for (int r = 0; r < 2; ++r)
+    for (const auto& [n, w] : whole[0]) {
+      CAPTURE(n);
+      for (std::size_t i = 0; i < w.numel(); ++i) REQUIRE(resumed[r].at(n)[i] == w[i]);
+    }
+  fs::remove_all(dir);
+}
+
 // Run by ctest as `scripts/launch.sh -n 2 test_distributed --no-skip --test-case=*processes*`:
 // each process is a rank, its place read from the environment as a user's program reads it.
 TEST_CASE("Trainer: ranks started as processes by scripts/launch.sh agree with one process" * doctest::skip()) {

@@ -143,12 +143,13 @@ class ProcessGroup {
         else strays.push_back(std::move(s));
         ++joined;
       }
-    } catch (const DistributedError&) {
+    } catch (const DistributedError& e) {
       std::string missing;
       for (int r = 1; r < size_; ++r)
         if (!peers_[static_cast<std::size_t>(r)].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      error = "kiln::distributed: rank(s) " + missing + " did not join rank 0 within " + std::to_string(timeout_.count() / 1000) +
-              " s (ddp_timeout)";
+      std::ostringstream seconds;
+      seconds << static_cast<double>(timeout_.count()) / 1000.0;
+      error = "kiln::distributed: rank(s) " + missing + " did not join rank 0 within " + seconds.str() + " s (ddp_timeout): " + e.what();
     }
     if (!error && payload) payload_ = payload();
     for (int r = 1; r < size_; ++r) {
