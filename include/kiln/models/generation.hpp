@@ -28,8 +28,9 @@ namespace kiln::models {
 // and seed picks the draws (models/sampling.hpp).
 struct GenerationConfig {
   long max_new_tokens = 32;
-  std::optional<std::vector<long>> eos_token_id;  // {} for none: always max_new_tokens tokens
-  std::optional<long> pad_token_id;
+  // (The empty initializers let `{.max_new_tokens = 8}` leave these out without a warning.)
+  std::optional<std::vector<long>> eos_token_id{};  // {} for none: always max_new_tokens tokens
+  std::optional<long> pad_token_id{};
   bool do_sample = false;
   double temperature = 1.0;
   long top_k = 50;     // 0: off
