@@ -98,10 +98,12 @@ class Reducer {
     --missing_[bucket_of_[it->second]];
     while (next_ < buckets_.size() && missing_[next_] == 0) reduce(next_++);
   }
-  // Sums what is left (after the backward). The communicator's synchronize() then waits for every
-  // sum of the step: not here, since a step captured as a CUDA graph must not wait inside it.
+  // Sums what is left (after the backward), and orders every sum of the step before what kiln's
+  // stream runs next (the update: Communicator::join). The communicator's synchronize() then
+  // waits for them: not here, since a step captured as a CUDA graph must not wait inside it.
   void finish() {
     while (next_ < buckets_.size()) reduce(next_++);
+    comm_->join();
     grads_ = nullptr;
   }
 

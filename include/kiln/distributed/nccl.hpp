@@ -8,8 +8,10 @@
 // they train the same model); rank 0's NCCL unique id is its payload; then ncclCommInitRank.
 // NVLink multicast (NVLS) stays off unless NCCL_NVLS_ENABLE is set: it is set to 0 when unset.
 //
-// Sums are enqueued on kiln's stream (cuda::stream()), after the kernels that wrote the values
-// and before those that read them, so a step captured as a CUDA graph holds them too.
+// Sums run on a stream of the communicator's own, each after the kernels kiln's stream
+// (cuda::stream()) ran before it was asked for (an event recorded there), so a bucket's sum
+// overlaps the backward's kernels that follow; join() makes kiln's stream wait for them before
+// the update. A step captured as a CUDA graph holds them too (the fork and join of a capture).
 // synchronize() waits for the stream while polling NCCL's asynchronous error state: a rank that
 // died or stopped answering makes it abort the communicator and raise a DistributedError within
 // ddp_timeout instead of hanging.
@@ -86,18 +88,30 @@ class NcclCommunicator final : public Communicator {
       throw DistributedError("kiln::distributed: rank 0 sent an NCCL id of " + std::to_string(group_.payload().size()) + " bytes");
     std::memcpy(&id, group_.payload().data(), sizeof id);
     api_.check(api_.init_rank(&comm_, group_.size(), id, group_.rank()), "ncclCommInitRank");
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&written_, cudaEventDisableTiming));
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
   }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
   ~NcclCommunicator() override {
     if (comm_) api_.destroy(comm_);
     if (scratch_) cudaFree(scratch_);
+    if (written_) cudaEventDestroy(written_);
+    if (summed_) cudaEventDestroy(summed_);
+    if (stream_) cudaStreamDestroy(stream_);
   }
 
   int rank() const override { return group_.rank(); }
   int size() const override { return group_.size(); }
-  void all_reduce_sum(float* data, std::size_t count, Device device) override { enqueue(data, count, ncclFloat32, device); }
-  void all_reduce_sum(double* data, std::size_t count, Device device) override { enqueue(data, count, ncclFloat64, device); }
+  void all_reduce_sum(float* data, std::size_t count, Device device) override { overlapped(data, count, ncclFloat32, device); }
+  void all_reduce_sum(double* data, std::size_t count, Device device) override { overlapped(data, count, ncclFloat64, device); }
+  void join() override {
+    if (!pending_) return;
+    KILN_CUDA_CHECK(cudaEventRecord(summed_, stream_));
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), summed_, 0));
+    pending_ = false;
+  }
   void all_reduce_host(double* data, std::size_t count) override {
     if (scratch_count_ < count) {
       if (scratch_) cudaFree(scratch_);
@@ -107,11 +121,13 @@ class NcclCommunicator final : public Communicator {
     }
     const cudaStream_t s = cuda::stream();
     KILN_CUDA_CHECK(cudaMemcpyAsync(scratch_, data, count * sizeof(double), cudaMemcpyHostToDevice, s));
-    enqueue(static_cast<double*>(scratch_), count, ncclFloat64, Device::cuda(cuda::current_device()));
+    join();  // after the sums asked for before it, in every rank's order
+    enqueue(static_cast<double*>(scratch_), count, ncclFloat64, Device::cuda(cuda::current_device()), s);
     KILN_CUDA_CHECK(cudaMemcpyAsync(data, scratch_, count * sizeof(double), cudaMemcpyDeviceToHost, s));
     synchronize();
   }
   void synchronize() override {
+    join();
     const cudaStream_t s = cuda::stream();
     const auto deadline = Clock::now() + group_.timeout();
     for (;;) {
@@ -127,11 +143,18 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  void enqueue(void* data, std::size_t count, ncclDataType_t type, Device device) {
+  // The sum on the communicator's stream, after what kiln's stream ran so far.
+  void overlapped(void* data, std::size_t count, ncclDataType_t type, Device device) {
+    KILN_CUDA_CHECK(cudaEventRecord(written_, cuda::stream()));
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(stream_, written_, 0));
+    enqueue(data, count, type, device, stream_);
+    pending_ = true;
+  }
+  void enqueue(void* data, std::size_t count, ncclDataType_t type, Device device, cudaStream_t stream) {
     if (!device.is_cuda())
       throw DeviceError("kiln::distributed: the nccl backend sums CUDA memory; tensors on " + device.str() +
                         " need ddp_backend \"tcp\"");
-    api_.check(api_.all_reduce(data, data, count, type, ncclSum, comm_, cuda::stream()), "ncclAllReduce");
+    api_.check(api_.all_reduce(data, data, count, type, ncclSum, comm_, stream), "ncclAllReduce");
   }
   [[noreturn]] void fail(const std::string& why) {
     api_.abort(comm_);
@@ -143,6 +166,9 @@ class NcclCommunicator final : public Communicator {
   const detail::NcclApi& api_;
   ProcessGroup group_;
   ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;              // where the sums run
+  cudaEvent_t written_ = nullptr, summed_ = nullptr;  // kiln's stream -> stream_, and back
+  bool pending_ = false;                       // sums on stream_ that kiln's stream has not joined
   void* scratch_ = nullptr;
   std::size_t scratch_count_ = 0;
 };
