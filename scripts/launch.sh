@@ -8,8 +8,8 @@
 #
 # -n N        the number of ranks (default 2)
 # --port P    rank 0's TCP port (default: MASTER_PORT if set, else 29500)
-# On a host with NVIDIA GPUs and CUDA_VISIBLE_DEVICES unset, rank r sees only GPU r (as its
-# cuda:0). OMP_NUM_THREADS, unless set, is the host's cores divided among the ranks. Rank 0
+# On a host with at least N NVIDIA GPUs and CUDA_VISIBLE_DEVICES unset, rank r sees only GPU r
+# (as its cuda:0). OMP_NUM_THREADS, unless set, is the host's cores divided among the ranks. Rank 0
 # writes to this terminal; the others' lines are prefixed with "[rank r]". When a rank fails
 # the others are stopped, and the script exits with the first failing rank's status.
 set -uo pipefail
@@ -39,10 +39,14 @@ if [ -z "${CUDA_VISIBLE_DEVICES+set}" ] && command -v nvidia-smi > /dev/null 2>&
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
 fi
 
+if [ "$gpus" -gt 0 ] && [ "$gpus" -lt "$n" ]; then
+  echo "launch.sh: $n ranks but $gpus GPUs: CUDA_VISIBLE_DEVICES is left as it is (NCCL needs a GPU per rank)" >&2
+fi
+
 pids=()
 for ((r = 0; r < n; r++)); do
   env_vars=(RANK="$r" WORLD_SIZE="$n" LOCAL_RANK="$r" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" OMP_NUM_THREADS="$threads")
-  if [ "$gpus" -gt 0 ]; then env_vars+=(CUDA_VISIBLE_DEVICES="$((r % gpus))"); fi
+  if [ "$gpus" -ge "$n" ]; then env_vars+=(CUDA_VISIBLE_DEVICES="$r"); fi
   if [ "$r" -eq 0 ]; then
     env "${env_vars[@]}" "$@" &
   else

@@ -210,12 +210,12 @@ TEST_CASE("distributed: ranks that differ, do not come or stop are errors on eve
     });
     CHECK_MESSAGE(silent[0].find("timed out waiting for rank 1") != std::string::npos, silent[0]);
     const int port3 = free_port();
-    const auto counts = on_ranks(2, [&](int r) {
+    const auto counts = on_ranks(2, [&](int r) {  // counts large enough that a message is many packets
       dist::TcpCommunicator comm(rank_of(r, 2, port3), "m\n", 20s);
-      double v[5] = {1, 2, 3, 4, 5};
-      comm.all_reduce_sum(v, r == 0 ? 4 : 5, kiln::Device::cpu());
+      std::vector<double> v(r == 0 ? 400000 : 500000, 1.0);
+      comm.all_reduce_sum(v.data(), v.size(), kiln::Device::cpu());
     });
-    for (const auto& e : counts) CHECK_MESSAGE(e.find("rank 1 sums 5 values where rank 0 sums 4") != std::string::npos, e);
+    for (const auto& e : counts) CHECK_MESSAGE(e.find("rank 1 sums 500000 values where rank 0 sums 400000") != std::string::npos, e);
   }
   CHECK_THROWS_AS(dist::connect(rank_of(0, 2, 1), "gloo", kiln::Device::cpu(), "m\n", 1s), kiln::ValueError);
   CHECK(dist::connect(rank_of(0, 1, 1), "", kiln::Device::cpu(), "m\n", 1s) == nullptr);
@@ -379,6 +379,15 @@ TEST_CASE("Trainer: two ranks over TCP train as one process does with the global
   check_run(std::type_identity<OneProgram>{}, "one_program", 1);
   check_run(std::type_identity<Stacked>{}, "stacked_accumulated", 2);
 
+  // Ranks given data of different sizes: an error on both, before any step.
+  const Data other(20, 21);
+  const int port_data = free_port();
+  const auto sizes = on_ranks(2, [&](int r) {
+    kiln::Trainer<Stacked> t(arguments("sizes" + std::to_string(r), 3), initial(5), kiln::Device::cpu(), rank_of(r, 2, port_data));
+    t.train(r == 0 ? data : other);
+  });
+  for (const auto& e : sizes) CHECK_MESSAGE(e.find("the ranks' datasets differ in size") != std::string::npos, e);
+
   // Ranks whose arguments differ fail at the rendezvous, naming the argument.
   const int port = free_port();
   const auto errors = on_ranks(2, [&](int r) {
@@ -415,6 +424,11 @@ TEST_CASE("Trainer: two ranks resumed from rank 0's checkpoint continue to the b
   const std::string checkpoint = dir + "/rank0/checkpoint-4";
   REQUIRE(fs::exists(checkpoint + "/optimizer.safetensors"));
   REQUIRE(!fs::exists(dir + "/rank1"));  // rank 1 wrote nothing
+  // One process cannot resume a checkpoint of two ranks (its batches count per rank).
+  kiln::Trainer<Stacked> alone(arguments("resume_alone", 3), initial(7), kiln::Device::cpu(), dist::Environment{});
+  CHECK_THROWS_WITH_AS(alone.train(data, kiln::train::NoData{}, checkpoint),
+                       doctest::Contains("was saved by a run of 2 rank(s); this run has 1: resume with as many ranks"),
+                       kiln::ValueError);
   const auto resumed = run(0, checkpoint);  // both ranks read rank 0's checkpoint
   for (int r = 0; r < 2; ++r)
     for (const auto& [n, w] : whole[0]) {

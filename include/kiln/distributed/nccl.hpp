@@ -14,7 +14,8 @@
 // the update. A step captured as a CUDA graph holds them too (the fork and join of a capture).
 // synchronize() waits for the stream while polling NCCL's asynchronous error state: a rank that
 // died or stopped answering makes it abort the communicator and raise a DistributedError within
-// ddp_timeout instead of hanging.
+// ddp_timeout instead of hanging. (ncclCommInitRank itself blocks until every rank has called
+// it: a rank that fails between the rendezvous and that call leaves the others waiting there.)
 #pragma once
 #include "kiln/core/config.hpp"
 #if KILN_WITH_CUDA && __has_include(<nccl.h>)
@@ -75,14 +76,13 @@ struct NcclApi {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const Environment& env, const std::string& fingerprint, std::chrono::milliseconds timeout)
-      : api_(detail::NcclApi::get()), group_(env, fingerprint, timeout, [this] {
+      : api_(nvls_off(detail::NcclApi::get())), group_(env, fingerprint, timeout, [this] {
           ncclUniqueId id;
           api_.check(api_.get_unique_id(&id), "ncclGetUniqueId");
           std::vector<std::byte> bytes(sizeof id);
           std::memcpy(bytes.data(), &id, sizeof id);
           return bytes;
         }) {
-    ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
     ncclUniqueId id;
     if (group_.payload().size() != sizeof id)
       throw DistributedError("kiln::distributed: rank 0 sent an NCCL id of " + std::to_string(group_.payload().size()) + " bytes");
@@ -97,6 +97,7 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override {
     if (comm_) api_.destroy(comm_);
     if (scratch_) cudaFree(scratch_);
+    if (host_) cudaFreeHost(host_);
     if (written_) cudaEventDestroy(written_);
     if (summed_) cudaEventDestroy(summed_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -112,19 +113,25 @@ class NcclCommunicator final : public Communicator {
     KILN_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), summed_, 0));
     pending_ = false;
   }
+  // Through pinned host memory, so that the copies are asynchronous and only synchronize(),
+  // with its timeout, waits (a copy to pageable memory would wait for the sum with no limit).
   void all_reduce_host(double* data, std::size_t count) override {
     if (scratch_count_ < count) {
       if (scratch_) cudaFree(scratch_);
-      scratch_ = nullptr;
+      if (host_) cudaFreeHost(host_);
+      scratch_ = nullptr, host_ = nullptr;
       KILN_CUDA_CHECK(cudaMalloc(&scratch_, count * sizeof(double)));
+      KILN_CUDA_CHECK(cudaMallocHost(&host_, count * sizeof(double)));
       scratch_count_ = count;
     }
     const cudaStream_t s = cuda::stream();
-    KILN_CUDA_CHECK(cudaMemcpyAsync(scratch_, data, count * sizeof(double), cudaMemcpyHostToDevice, s));
+    std::memcpy(host_, data, count * sizeof(double));
+    KILN_CUDA_CHECK(cudaMemcpyAsync(scratch_, host_, count * sizeof(double), cudaMemcpyHostToDevice, s));
     join();  // after the sums asked for before it, in every rank's order
     enqueue(static_cast<double*>(scratch_), count, ncclFloat64, Device::cuda(cuda::current_device()), s);
-    KILN_CUDA_CHECK(cudaMemcpyAsync(data, scratch_, count * sizeof(double), cudaMemcpyDeviceToHost, s));
+    KILN_CUDA_CHECK(cudaMemcpyAsync(host_, scratch_, count * sizeof(double), cudaMemcpyDeviceToHost, s));
     synchronize();
+    std::memcpy(data, host_, count * sizeof(double));
   }
   void synchronize() override {
     join();
@@ -143,6 +150,11 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // NCCL_NVLS_ENABLE=0 unless set, before rank 0's ncclGetUniqueId starts NCCL's threads.
+  static const detail::NcclApi& nvls_off(const detail::NcclApi& api) {
+    ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+    return api;
+  }
   // The sum on the communicator's stream, after what kiln's stream ran so far.
   void overlapped(void* data, std::size_t count, ncclDataType_t type, Device device) {
     KILN_CUDA_CHECK(cudaEventRecord(written_, cuda::stream()));
@@ -169,7 +181,8 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream_ = nullptr;              // where the sums run
   cudaEvent_t written_ = nullptr, summed_ = nullptr;  // kiln's stream -> stream_, and back
   bool pending_ = false;                       // sums on stream_ that kiln's stream has not joined
-  void* scratch_ = nullptr;
+  void* scratch_ = nullptr;  // all_reduce_host's device and pinned host buffers
+  double* host_ = nullptr;
   std::size_t scratch_count_ = 0;
 };
 

@@ -96,7 +96,7 @@ inline void non_blocking(const Socket& s) { ::fcntl(s.fd(), F_SETFL, ::fcntl(s.f
 
 // A socket listening on `port` of every interface of this host.
 inline Socket listen_on(int port, int backlog) {
-  Socket s(::socket(AF_INET, SOCK_STREAM, 0));
+  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) throw DistributedError(std::string("kiln::distributed: socket() failed: ") + std::strerror(errno));
   int one = 1;
   ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -121,7 +121,7 @@ inline int port_of(const Socket& s) {
 inline Socket accept_by(const Socket& listener, Clock::time_point deadline, const std::string& what) {
   for (;;) {
     listener.wait(POLLIN, deadline, what);
-    Socket s(::accept(listener.fd(), nullptr, nullptr));
+    Socket s(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
     if (s.valid()) {
       detail::non_blocking(s);
       detail::no_delay(s);
@@ -144,14 +144,28 @@ inline Socket connect_by(const std::string& host, int port, Clock::time_point de
   std::string last = "no address";
   for (;;) {
     for (addrinfo* a = found; a; a = a->ai_next) {
-      Socket s(::socket(a->ai_family, a->ai_socktype, a->ai_protocol));
-      if (s.valid() && ::connect(s.fd(), a->ai_addr, a->ai_addrlen) == 0) {
+      // Non-blocking, so that a host that drops the attempt costs no more than the deadline.
+      Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+      if (!s.valid()) {
+        last = std::strerror(errno);
+        continue;
+      }
+      int error = ::connect(s.fd(), a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+      if (error == EINPROGRESS) {
+        pollfd p{s.fd(), POLLOUT, 0};
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        socklen_t len = sizeof error;
+        error = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 1, 1000))) == 1 &&
+                        ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &error, &len) == 0
+                    ? error
+                    : ETIMEDOUT;
+      }
+      if (error == 0) {
         ::freeaddrinfo(found);
-        detail::non_blocking(s);
         detail::no_delay(s);
         return s;
       }
-      last = std::strerror(errno);
+      last = std::strerror(error);
     }
     if (Clock::now() >= deadline) {
       ::freeaddrinfo(found);

@@ -12,6 +12,7 @@
 // ((x_0 + x_1) + x_2) + ..., and sends the sum back, so every rank gets the same bits. Each
 // message carries its count, and rank 0 checks that the ranks agree.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -65,13 +66,16 @@ class ProcessGroup {
     for (int r = 1; r < size_; ++r) {
       std::uint64_t m = 0;
       peers_[r].recv_all(&m, sizeof m, deadline, name(r));
-      if (m != n) {  // the rest of its message cannot be read as ours: tell every rank
-        error = "kiln::distributed: rank " + std::to_string(r) + " sums " + std::to_string(m) + " values where rank 0 sums " +
-                std::to_string(n) + ": the ranks' steps differ";
-        break;
+      if (m != n) {  // read past its values (the connection stays in step) and tell every rank
+        if (!error)
+          error = "kiln::distributed: rank " + std::to_string(r) + " sums " + std::to_string(m) + " values where rank 0 sums " +
+                  std::to_string(n) + ": the ranks' steps differ";
+        discard(peers_[r], m * sizeof(U), deadline, name(r));
+        continue;
       }
       peers_[r].recv_all(other.data(), bytes, deadline, name(r));
-      for (std::size_t i = 0; i < count; ++i) data[i] += other[i];
+      if (!error)
+        for (std::size_t i = 0; i < count; ++i) data[i] += other[i];
     }
     for (int r = 1; r < size_; ++r) {
       const std::uint64_t status = error ? 1 : 0;
@@ -89,6 +93,14 @@ class ProcessGroup {
     std::uint64_t fingerprint_bytes;
   };
   static std::string name(int r) { return "rank " + std::to_string(r); }
+  static void discard(const Socket& s, std::uint64_t bytes, Clock::time_point deadline, const std::string& peer) {
+    char chunk[1 << 16];
+    while (bytes > 0) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, sizeof chunk));
+      s.recv_all(chunk, n, deadline, peer);
+      bytes -= n;
+    }
+  }
   static void send_text(const Socket& s, const std::string& text, Clock::time_point deadline, const std::string& peer) {
     const std::uint64_t n = text.size();
     s.send_all(&n, sizeof n, deadline, peer);
@@ -128,18 +140,18 @@ class ProcessGroup {
         Hello h{};
         s.recv_all(&h, sizeof h, deadline, "a joining rank");
         if (h.magic != kMagic) continue;  // not a kiln rank: dropped
-        const std::string who = name(static_cast<int>(h.rank));
+        const std::string who = "rank " + std::to_string(h.rank);
         if (h.fingerprint_bytes > (1u << 26)) continue;
         std::string theirs(h.fingerprint_bytes, '\0');
         s.recv_all(theirs.data(), theirs.size(), deadline, who);
         if (!error && static_cast<int>(h.world) != size_)
           error = "kiln::distributed: " + who + " has WORLD_SIZE " + std::to_string(h.world) + ", rank 0 has " + std::to_string(size_);
-        else if (!error && (h.rank == 0 || static_cast<int>(h.rank) >= size_ || peers_[h.rank].valid()))
+        else if (!error && (h.rank == 0 || h.rank >= static_cast<std::uint32_t>(size_) || peers_[h.rank].valid()))
           error = "kiln::distributed: two processes joined as " + who + " (or it is out of range): every rank needs its own RANK";
         else if (!error && theirs != fingerprint)
           error = "kiln::distributed: " + who + "'s model or training arguments differ from rank 0's: " +
                   first_difference(fingerprint, theirs, who);
-        if (h.rank > 0 && static_cast<int>(h.rank) < size_ && !peers_[h.rank].valid()) peers_[h.rank] = std::move(s);
+        if (h.rank > 0 && h.rank < static_cast<std::uint32_t>(size_) && !peers_[h.rank].valid()) peers_[h.rank] = std::move(s);
         else strays.push_back(std::move(s));
         ++joined;
       }

@@ -69,7 +69,8 @@ inline void check_arguments(const TrainingArguments& a) {
     fail("warmup_steps, logging_steps, eval_steps and save_steps must be at least 0");
   if (!a.ddp_backend.empty() && a.ddp_backend != "tcp" && a.ddp_backend != "nccl")
     fail("ddp_backend \"" + a.ddp_backend + "\" is not one of tcp, nccl (or empty: the one that fits the device)");
-  if (!(a.ddp_bucket_cap_mb > 0) || !(a.ddp_timeout > 0)) fail("ddp_bucket_cap_mb and ddp_timeout must be greater than 0");
+  if (!(a.ddp_bucket_cap_mb > 0 && a.ddp_bucket_cap_mb <= 1e9) || !(a.ddp_timeout > 0 && a.ddp_timeout <= 1e9))
+    fail("ddp_bucket_cap_mb and ddp_timeout must be greater than 0 and at most 1e9 (MiB, seconds)");
   const std::string& t = a.lr_scheduler_type;
   if (t != "linear" && t != "cosine" && t != "constant" && t != "constant_with_warmup")
     fail("lr_scheduler_type \"" + t + "\" is not one of linear, cosine, constant, constant_with_warmup");

@@ -221,6 +221,7 @@ class Trainer {
     // This rank's samples per epoch: all of them, or in a run of W ranks its share of the order
     // padded to a multiple of W (see the top of this file).
     const std::size_t all = data.size(), W = static_cast<std::size_t>(world_size());
+    check_same_size(all, "kiln::Trainer::train");
     const std::size_t n = (all + W - 1) / W, B = static_cast<std::size_t>(args_.per_device_train_batch_size);
     const std::size_t K = static_cast<std::size_t>(args_.gradient_accumulation_steps);
     const std::size_t per_epoch = args_.dataloader_drop_last ? n / B : (n + B - 1) / B;  // batches
@@ -331,6 +332,7 @@ class Trainer {
   double evaluation_loss(const D& data) {
     double total = 0;
     const auto W = static_cast<std::size_t>(world_size()), r = static_cast<std::size_t>(process_index());
+    check_same_size(data.size(), "kiln::Trainer::evaluate");
     in_order(data, "kiln::Trainer::evaluate", [&](const auto& bound, std::size_t count) {
       total += engine_.loss(bound, params_) * static_cast<double>(count);
     }, W, r);
@@ -366,6 +368,7 @@ class Trainer {
                             {"step_in_epoch", step_in_epoch_},
                             {"max_steps", total_},
                             {"seed", args_.seed},
+                            {"world_size", world_size()},
                             {"pending_log", {pending_.steps, pending_.loss, pending_.learning_rate, pending_.grad_norm}},
                             {"log_history", nlohmann::json::array()}};
     for (const LogRecord& r : log_) state["log_history"].push_back(train::to_json(r));
@@ -438,6 +441,19 @@ class Trainer {
     return engine_.step(batch, params_, moments_, hyper_, reducer_.get());
   }
 
+  // In a data-parallel run: a ValueError on every rank unless every rank has `n` samples (each
+  // rank takes its share of the same data: different data would give ranks different numbers
+  // of steps, and the ones that stop first would leave the others waiting).
+  void check_same_size(std::size_t n, const char* who) {
+    if (world_size() < 2) return;
+    double sums[2] = {static_cast<double>(n), static_cast<double>(n) * static_cast<double>(n)};
+    comm_->all_reduce_host(sums, 2);
+    if (sums[1] * world_size() != sums[0] * sums[0])  // sum n^2 = (sum n)^2 / W only when all are equal
+      throw ValueError(std::string(who) + ": the ranks' datasets differ in size (this rank has " + std::to_string(n) +
+                       " samples, the mean is " + std::to_string(sums[0] / world_size()) +
+                       "): give every rank the same data, the Trainer takes each rank's share of it");
+  }
+
   // The mean of a value over the ranks.
   double mean_over_ranks(double v) {
     comm_->all_reduce_host(&v, 1);
@@ -458,10 +474,13 @@ class Trainer {
     std::snprintf(line, sizeof line,
                   "per_device_train_batch_size %ld\ngradient_accumulation_steps %ld\nmax_steps %ld\nnum_train_epochs %.17g\n"
                   "seed %llu\nlearning_rate %.17g\nlr_scheduler_type %s\nwarmup_steps %ld\nweight_decay %.17g\n"
-                  "max_grad_norm %.17g\ndataloader_drop_last %d\nbf16 %d\nddp_bucket_cap_mb %.17g\n",
+                  "max_grad_norm %.17g\ndataloader_drop_last %d\nbf16 %d\nddp_bucket_cap_mb %.17g\n"
+                  "eval_steps %ld\nper_device_eval_batch_size %ld\nddp_backend %s\ndevice %s\n",
                   a.per_device_train_batch_size, a.gradient_accumulation_steps, a.max_steps, a.num_train_epochs,
                   static_cast<unsigned long long>(a.seed), a.learning_rate, a.lr_scheduler_type.c_str(), a.warmup_steps,
-                  a.weight_decay, a.max_grad_norm, a.dataloader_drop_last ? 1 : 0, a.bf16 ? 1 : 0, a.ddp_bucket_cap_mb);
+                  a.weight_decay, a.max_grad_norm, a.dataloader_drop_last ? 1 : 0, a.bf16 ? 1 : 0, a.ddp_bucket_cap_mb,
+                  a.eval_steps, a.per_device_eval_batch_size, distributed::backend_for(a.ddp_backend, device_).c_str(),
+                  device_.is_cuda() ? "cuda" : "cpu");
     return line;
   }
 
@@ -544,6 +563,15 @@ class Trainer {
   // Reads a checkpoint written by save_checkpoint: every tensor must be there with its shape
   // (a FileError or ShapeError names the first that is not), then the loop's position.
   void load_checkpoint(const std::string& dir) {
+    // Where the data stands is counted in batches per rank: resume with as many ranks (checked
+    // before anything is read into the trainer; a missing state file is named by the reads below).
+    if (std::filesystem::exists(dir + "/trainer_state.json"))
+      train::read_checkpoint_state(dir, [&](const nlohmann::json& state) {
+        const int saved_world = state.contains("world_size") ? state.at("world_size").get<int>() : 1;
+        if (saved_world != world_size())
+          throw ValueError("kiln::Trainer: checkpoint " + dir + " was saved by a run of " + std::to_string(saved_world) +
+                           " rank(s); this run has " + std::to_string(world_size()) + ": resume with as many ranks");
+      });
     train::read_checkpoint_tensors(dir, "model.safetensors", params_, device_);
     train::read_checkpoint_tensors(dir, "optimizer.safetensors", moments_, device_);
     train::read_checkpoint_state(dir, [&](const nlohmann::json& state) {
