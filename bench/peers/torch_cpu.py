@@ -3,7 +3,10 @@
 cross-entropy and AdamW(lr=1e-3), batch 256, f32; one step is zero_grad, forward, backward and
 optimizer.step(). And of bench_rows' attention: softmax(q @ k^T * 0.125) @ v for q, k, v
 [1, 12, 512, 64], f32, as written without fused attention (torch 1.13 has none).
-Threads: as many as the machine has (torch.set_num_threads), like kiln.
+Threads: as many as the machine has (torch.set_num_threads), like kiln; OpenBLAS's own threads
+off (OPENBLAS_NUM_THREADS=1 unless set, before torch loads the system BLAS), torch's fastest
+setting on a machine where OpenBLAS is the system BLAS (W5 on 2 cores: 26.6 ms a step, against
+56.7 ms with OpenBLAS's threads on as well, which oversubscribe the cores).
 
 Writes Google Benchmark's JSON layout, so bench/report.py puts the figure next to kiln's:
   bench/peers/torch_cpu.py OUT.json      (scripts/bench.sh runs it when torch is installed)
@@ -15,7 +18,9 @@ import statistics
 import sys
 import time
 
-import torch
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the system BLAS (see above)
+
+import torch  # noqa: E402
 
 
 def w5():

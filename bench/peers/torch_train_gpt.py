@@ -43,7 +43,11 @@ max-autotune; torch without torch.compile has only eager), --timing-steps 20, --
 --embd 128 (n_inner 4 n_embd) and --lr 8e-3, the validation windows then covering the first
 131072 characters (--valid-windows N: fewer, for a quick check). A CPU figure needs a torch
 whose matrix products are fast: the script says when this torch's BLAS is netlib's reference one
-(BLAS_INFO=generic, as Debian's python3-torch with the default libblas3).
+(BLAS_INFO=generic, as Debian's python3-torch with the default libblas3). With OpenBLAS as the
+system BLAS, OpenBLAS's own threads are off unless OPENBLAS_NUM_THREADS is set (the script sets
+it to 1 before importing torch): torch's --threads then parallelise around single-threaded
+products, its fastest setting (2 threads on a 2-core machine: 118 ms a step, against 217 ms with
+OpenBLAS's threads on as well).
 Output: lines on stdout; with --json {torch_version, device, threads, blas, context, batch, embd,
 lr, modes: {mode: {ms_per_step, steps_per_s} or {error}}, train: {mode, steps, seconds,
 steps_per_s, log: [[step, loss], ...], training_loss, valid_loss}, unigram}.
@@ -51,12 +55,15 @@ steps_per_s, log: [[step, loss], ...], training_loss, valid_loss}, unigram}.
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the system BLAS (see above)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 LAYERS, HEADS = 4, 4  # template arguments in train_gpt.cpp; the rest are its defaults
 CONTEXT, EMBED, BATCH, LR = 64, 128, 32, 8e-3
@@ -330,7 +337,8 @@ def main():
     unigram = unigram_loss(corpus)
     n_params = sum(p.numel() for p in GPT(V, S, args.embd).parameters())
     say(f"torch {torch.__version__} on {args.device}"
-        + (f" ({torch.cuda.get_device_name()})" if device.type == "cuda" else f", {torch.get_num_threads()} threads")
+        + (f" ({torch.cuda.get_device_name()})" if device.type == "cuda"
+           else f", {torch.get_num_threads()} threads, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
         + f"; attention: {'scaled_dot_product_attention' if HAS_SDPA else 'masked softmax'}")
     say(f"data: {len(corpus.train)} training and {len(corpus.valid)} validation characters, {V} distinct; "
         f"{n_train} training windows, {n_valid} validation windows; {n_params} parameters")
