@@ -275,15 +275,11 @@ TEST_CASE("StackedStep: each gradient bucket is summed as soon as the backward h
   auto &params = state.params, &moments = state.moments;
   auto &params_ref = expected.params, &moments_ref = expected.moments;
 
-  std::vector<dist::GradientPart> gp;
-  std::vector<std::size_t> finished;
-  for (std::size_t i = 0; i < flat->parts(); ++i) gp.push_back({flat->name(i), flat->offset(i), flat->shape(i).numel()});
-  for (std::size_t i = flat->parts(); i-- > 0;) finished.push_back(i);
   // Flat parts (offset, size): w_in (0, 12), layer0.w (16, 16), layer0.b (32, 4), layer1.w
   // (48, 16), layer1.b (64, 4), w_out (80, 8). With a cap of 16 doubles no two adjacent parts
   // fit one bucket: six buckets, from w_out back to w_in.
   Recording comm;
-  dist::Reducer<double> reducer(comm, gp, finished, 16 * sizeof(double));
+  dist::Reducer<double> reducer = flat->gradient_reducer(comm, 16 * sizeof(double));
   const auto& buckets = reducer.buckets();
   REQUIRE(buckets.size() == 6);
   comm.base = flat->whole(F::kGrad).data();

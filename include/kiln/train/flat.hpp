@@ -21,6 +21,7 @@
 #include "kiln/core/errors.hpp"
 #include "kiln/core/factories.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/distributed/buckets.hpp"
 
 namespace kiln::train {
 
@@ -58,6 +59,18 @@ class FlatState {
   }
   // The whole of buffer k, gaps included, as one vector.
   Tensor<T> whole(Kind k) { return Tensor<T>::view(buffers_[k].data(), Shape{size_}, device_); }
+
+  // The sums over the ranks of the gradient buffer, in buckets of at most cap_bytes
+  // (distributed/buckets.hpp), the parts finished in the reverse of their order: a stack of
+  // layers finishes the head's gradients first and the embedding's last; one program finishes
+  // them all at once, in any order.
+  distributed::Reducer<T> gradient_reducer(distributed::Communicator& comm, std::size_t cap_bytes) const {
+    std::vector<distributed::GradientPart> parts;
+    std::vector<std::size_t> finished;
+    for (std::size_t i = 0; i < names_.size(); ++i) parts.push_back({names_[i], offsets_[i], shapes_[i].numel()});
+    for (std::size_t i = names_.size(); i-- > 0;) finished.push_back(i);
+    return distributed::Reducer<T>(comm, std::move(parts), finished, cap_bytes);
+  }
 
   // Whether `tensors` holds, under prefix + each part's name, exactly part i of buffer k (no
   // entry rebound to other memory, none missing); entries of other names are allowed.

@@ -215,7 +215,8 @@ class StackedStep {
   Tensor<L> accumulate_on_device(const Batch& batch, Named& params, Named& grads, distributed::Reducer<T>* reducer = nullptr) {
     if (reducer) {
       if (!flat_) throw ValueError("kiln::train::StackedStep: a reducer sums the flat gradient buffer; call use_flat first");
-      reducer->start(flat_->whole(FlatState<T>::kGrad).data(), flat_->whole(FlatState<T>::kGrad).device());
+      Tensor<T> grads_buffer = flat_->whole(FlatState<T>::kGrad);
+      reducer->start(grads_buffer.data(), grads_buffer.device());
       left_ = contributions();
     }
     reducer_ = reducer;

@@ -488,14 +488,8 @@ class Trainer {
   // weights on every rank (the others' set to zero, then summed).
   void join_ranks() {
     using F = train::FlatState<T>;
-    std::vector<distributed::GradientPart> parts;
-    std::vector<std::size_t> finished;
-    for (std::size_t i = 0; i < flat_->parts(); ++i) parts.push_back({flat_->name(i), flat_->offset(i), flat_->shape(i).numel()});
-    // A stack of layers finishes its gradients from the head back to the embedding: the reverse
-    // of the parameters' order (one program finishes them all at once, in any order).
-    for (std::size_t i = flat_->parts(); i-- > 0;) finished.push_back(i);
     const auto cap = static_cast<std::size_t>(args_.ddp_bucket_cap_mb * 1024 * 1024);
-    reducer_ = std::make_unique<distributed::Reducer<T>>(*comm_, std::move(parts), finished, std::max<std::size_t>(cap, 1));
+    reducer_ = std::make_unique<distributed::Reducer<T>>(flat_->gradient_reducer(*comm_, std::max<std::size_t>(cap, 1)));
     Tensor<T> weights = flat_->whole(F::kParam);
     if (comm_->rank() != 0) weights.fill(T(0));
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) comm_->all_reduce_sum(weights.data(), weights.numel(), device_);
