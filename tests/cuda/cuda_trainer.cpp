@@ -6,8 +6,10 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <random>
 
 #include "../stacked_models.hpp"
@@ -137,5 +139,55 @@ TEST_CASE("Trainer in ReduceOverhead on the GPU: a bf16 model on float master we
   CHECK(gpu.graph_captures() == 1);
   CHECK(gpu.graph_replays() == 23);
 }
+
+#if KILN_WITH_NCCL
+TEST_CASE("Trainer over NCCL with one rank on the GPU: the same bits as without it, its sums inside the step's graph") {
+  namespace dist = kiln::distributed;
+  const dist::Environment one;  // rank 0 of 1: NCCL's whole path (init, in-graph sums, host sums) on one GPU
+  auto nccl = std::make_shared<dist::NcclCommunicator>(one, "fingerprint", std::chrono::milliseconds(60000));
+  REQUIRE(nccl->size() == 1);
+  {  // a sum over one rank leaves every bit as it was, on the device and on the host
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> d;
+    kiln::Tensor<float> x(Shape{1000});
+    for (std::size_t i = 0; i < x.numel(); ++i) x[i] = static_cast<float>(d(rng));
+    auto on_gpu = x.to(kiln::Device::cuda());
+    nccl->all_reduce_sum(on_gpu.data(), on_gpu.numel(), kiln::Device::cuda());
+    nccl->join();
+    nccl->synchronize();
+    const auto back = on_gpu.cpu();
+    for (std::size_t i = 0; i < x.numel(); ++i) REQUIRE(back[i] == x[i]);
+    double host[2] = {1.25, -3.5};
+    nccl->all_reduce_host(host, 2);
+    nccl->synchronize();
+    CHECK(host[0] == 1.25);
+    CHECK(host[1] == -3.5);
+  }
+  const Data<float> data(40);
+  kiln::Trainer<Stack<float>, kiln::ReduceOverhead> alone(arguments("nccl_alone"), initial<float>(), kiln::Device::cuda(),
+                                                          dist::Environment{});
+  kiln::Trainer<Stack<float>, kiln::ReduceOverhead> ranked(arguments("nccl_ranked"), initial<float>(), kiln::Device::cuda(),
+                                                           nccl);
+  CHECK(ranked.world_size() == 1);
+  CHECK_FALSE(ranked.gradient_buckets().empty());  // the gradients are summed, bucket by bucket
+  alone.train(data);
+  ranked.train(data);
+  REQUIRE(ranked.log_history().size() == alone.log_history().size());
+  for (std::size_t i = 0; i < alone.log_history().size(); ++i) {
+    CAPTURE(i);
+    CHECK(ranked.log_history()[i].loss == alone.log_history()[i].loss);
+    CHECK(ranked.log_history()[i].grad_norm == alone.log_history()[i].grad_norm);
+  }
+  for (const auto& [name, t] : alone.parameters()) {
+    CAPTURE(name);
+    const auto a = t.cpu(), b = ranked.parameters().at(name).cpu();
+    for (std::size_t i = 0; i < a.numel(); ++i) REQUIRE(a[i] == b[i]);
+  }
+  // The step with its NCCL sums (forked onto the communicator's stream and joined back) is
+  // captured once and replayed, as without them.
+  CHECK(ranked.graph_captures() == 1);
+  CHECK(ranked.graph_replays() == 23);
+}
+#endif
 
 TEST_SUITE_END();

@@ -36,7 +36,10 @@ class ProcessGroup {
   ProcessGroup(const Environment& env, const std::string& fingerprint, std::chrono::milliseconds timeout,
                const std::function<std::vector<std::byte>()>& payload = {})
       : rank_(env.rank), size_(env.world_size), timeout_(timeout) {
-    if (size_ < 2) return;
+    if (size_ < 2) {  // a group of one: nobody to meet, rank 0's payload is its own
+      if (payload) payload_ = payload();
+      return;
+    }
     if (rank_ == 0) lead(env, fingerprint, payload);
     else join(env, fingerprint);
   }

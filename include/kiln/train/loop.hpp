@@ -1,14 +1,17 @@
 // kiln: the parts of kiln::Trainer's loop that know nothing of models: the batches of an epoch
-// made one ahead on another thread (Prefetch), host tensors stacked along their first axis
-// (concat_rows), and the run's clock, throughput and progress bar (Progress).
+// made one ahead on another thread (Prefetch), their tensors kept on the device (StaticBatch),
+// host tensors stacked along their first axis (concat_rows), and the run's clock, throughput
+// and progress bar (Progress).
 #pragma once
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <future>
+#include <tuple>
 #include <span>
 #include <string>
 #include <utility>
@@ -16,6 +19,7 @@
 
 #include "kiln/core/errors.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/expr/node.hpp"
 
 namespace kiln::train {
 
@@ -142,6 +146,50 @@ class Progress {
   double loss_ = 0, samples_ = 0, total_samples_ = 0;
   bool bar_ = false, shown_ = false;
   Clock::time_point start_, last_record_, last_draw_;
+};
+
+// The tensors of a dataset's batches on a device, kept from batch to batch (a new buffer only
+// where the shape changes, so that a CUDA-graph policy replays one graph per batch shape): a
+// binding to each.
+template <class D>
+class StaticBatch {
+  using Fresh = decltype(std::declval<const D&>().batch(std::span<const std::size_t>{}).bindings());
+  template <class B>
+  struct Slot;
+  template <std::uint64_t Id, class U, class N>
+  struct Slot<Binding<Id, U, N>> {
+    Tensor<U> tensor;
+    Binding<Id, U, N> bind() const { return {&tensor}; }
+  };
+  template <class Tuple>
+  struct Slots;
+  template <class... Bs>
+  struct Slots<std::tuple<Bs...>> {
+    using type = std::tuple<Slot<std::remove_cvref_t<Bs>>...>;
+    using bound = std::tuple<std::remove_cvref_t<Bs>...>;
+  };
+
+ public:
+  explicit StaticBatch(Device device) : device_(device) {}
+  template <class Batch>
+  const typename Slots<Fresh>::bound& load(const Batch& fresh) {
+    const auto b = fresh.bindings();
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((copy_in(std::get<I>(slots_).tensor, *std::get<I>(b).tensor)), ...);
+      bound_ = {std::get<I>(slots_).bind()...};
+    }(std::make_index_sequence<std::tuple_size_v<Fresh>>{});
+    return bound_;
+  }
+
+ private:
+  template <class U>
+  void copy_in(Tensor<U>& dst, const Tensor<U>& src) {
+    if (!(dst.shape() == src.shape()) || dst.numel() == 0) dst = Tensor<U>(src.shape(), device_);
+    dst.copy_from(src);
+  }
+  Device device_;
+  typename Slots<Fresh>::type slots_;
+  typename Slots<Fresh>::bound bound_;
 };
 
 }  // namespace kiln::train

@@ -78,13 +78,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/distributed/connect.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/runtime/compile.hpp"
 #include "kiln/train/arguments.hpp"
 #include "kiln/train/checkpoint.hpp"
 #include "kiln/train/loop.hpp"
 #include "kiln/train/mixed.hpp"
+#include "kiln/train/ranks.hpp"
 #include "kiln/train/stacked.hpp"
 #include "kiln/train/step.hpp"
 
@@ -144,14 +144,15 @@ class Trainer {
           const distributed::Environment& env = distributed::Environment::from_env())
       : Trainer(std::move(args), weights, device, nullptr, &env) {}
   // The same with a communicator of the caller's (one per rank), for ranks that are not
-  // processes of their own (threads, a test's recording communicator).
+  // processes of their own (threads, a test's recording communicator). It is used even when it
+  // has one rank (sums that change nothing), so one GPU can run a data-parallel step's NCCL calls.
   Trainer(TrainingArguments args, const Parameters& weights, Device device, std::shared_ptr<distributed::Communicator> comm)
       : Trainer(std::move(args), weights, device, std::move(comm), nullptr) {}
 
  private:
   Trainer(TrainingArguments args, const Parameters& weights, Device device, std::shared_ptr<distributed::Communicator> comm,
           const distributed::Environment* env)
-      : args_(std::move(args)), device_(device), comm_(std::move(comm)) {
+      : args_(std::move(args)), device_(device), ranks_(std::move(comm)) {
     check_arguments(args_);
     if (args_.bf16 != std::is_same_v<typename Model::element, bf16>)
       throw ValueError(std::string("kiln::TrainingArguments: bf16 is ") + (args_.bf16 ? "true" : "false") +
@@ -177,21 +178,19 @@ class Trainer {
     // Fixed for the run; lr, the step count and the gradients' scale are set at every step.
     hyper_.max_grad_norm_value = args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity();
     hyper_.weight_decay_value = args_.weight_decay;
-    if (env && env->is_distributed())
-      comm_ = distributed::connect(*env, args_.ddp_backend, device_, fingerprint(parts) + fingerprint_of_arguments(),
-                                   std::chrono::milliseconds(static_cast<long long>(args_.ddp_timeout * 1000)));
-    if (comm_ && comm_->size() > 1) join_ranks();
+    if (env && env->is_distributed()) ranks_ = train::Ranks<T>(train::Ranks<T>::connect(*env, args_, device_, parts));
+    ranks_.join(*flat_, args_.ddp_bucket_cap_mb, device_);
   }
 
  public:
   // This process's rank and the number of ranks (HF's process_index and world_size): 0 and 1
   // when the run is not distributed.
-  int process_index() const { return comm_ ? comm_->rank() : 0; }
-  int world_size() const { return comm_ ? comm_->size() : 1; }
+  int process_index() const { return ranks_.rank(); }
+  int world_size() const { return ranks_.size(); }
   // Whether this is rank 0, the one that logs and saves (HF's is_world_process_zero).
   bool is_world_process_zero() const { return process_index() == 0; }
   // The gradient buckets summed over the ranks (none when the run is not distributed).
-  std::vector<distributed::Bucket> gradient_buckets() const { return reducer_ ? reducer_->buckets() : std::vector<distributed::Bucket>{}; }
+  std::vector<distributed::Bucket> gradient_buckets() const { return ranks_.buckets(); }
 
   const TrainingArguments& args() const { return args_; }
   // The current parameters (on the trainer's device), by name.
@@ -221,7 +220,7 @@ class Trainer {
     // This rank's samples per epoch: all of them, or in a run of W ranks its share of the order
     // padded to a multiple of W (see the top of this file).
     const std::size_t all = data.size(), W = static_cast<std::size_t>(world_size());
-    check_same_size(all, "kiln::Trainer::train");
+    ranks_.check_same_size(all, "kiln::Trainer::train");
     const std::size_t n = (all + W - 1) / W, B = static_cast<std::size_t>(args_.per_device_train_batch_size);
     const std::size_t K = static_cast<std::size_t>(args_.gradient_accumulation_steps);
     const std::size_t per_epoch = args_.dataloader_drop_last ? n / B : (n + B - 1) / B;  // batches
@@ -241,8 +240,8 @@ class Trainer {
       epoch_fraction_ = epoch_now(per_epoch);
     }
     open_log();
-    StaticBatch<D> batch(device_);
-    std::vector<std::size_t> order = rank_order(all);
+    train::StaticBatch<D> batch(device_);
+    std::vector<std::size_t> order = ranks_.share(epoch_order(all));
     train::Prefetch<D> prefetch(data, n, B);  // after `order`, which its thread reads
     train::Parameters<T> grads;
     double run_loss = 0;
@@ -254,7 +253,7 @@ class Trainer {
     while (global_step_ < total_) {
       if (step_in_epoch_ == per_epoch) {
         ++epoch_, step_in_epoch_ = 0;
-        order = rank_order(all);
+        order = ranks_.share(epoch_order(all));
       }
       const double lr = learning_rate_at(args_, global_step_, total_);
       // One update from the next K batches of the epoch (fewer at its end): the mean of their
@@ -268,11 +267,11 @@ class Trainer {
         hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0 / static_cast<double>(take * W));
         grads.clear();
         for (std::size_t j = 0; j < take; ++j)
-          loss += engine_.accumulate(load(step_in_epoch_ + j), params_, grads, j + 1 == take ? reducer_.get() : nullptr);
+          loss += engine_.accumulate(load(step_in_epoch_ + j), params_, grads, j + 1 == take ? ranks_.reducer() : nullptr);
         loss /= static_cast<double>(take);
         norm = engine_.update(grads, params_, moments_, hyper_);
       }
-      if (W > 1) loss = mean_over_ranks(loss);
+      loss = ranks_.mean(loss);
       ++global_step_, step_in_epoch_ += take, ++run_steps;
       run_loss += loss;
       pending_.add(loss, lr, norm);
@@ -304,7 +303,7 @@ class Trainer {
   // first axis; with the mean loss (HF's predict(): predictions and test_loss). Not logged.
   template <train::Dataset D>
   auto predict(const D& data) {
-    using Bound = decltype(std::declval<StaticBatch<D>&>().load(data.batch(std::span<const std::size_t>{})));
+    using Bound = decltype(std::declval<train::StaticBatch<D>&>().load(data.batch(std::span<const std::size_t>{})));
     using U = typename std::remove_cvref_t<decltype(engine_.predict(std::declval<Bound>(), params_).first)>::value_type;
     std::vector<Tensor<U>> parts;
     double total = 0;
@@ -332,11 +331,11 @@ class Trainer {
   double evaluation_loss(const D& data) {
     double total = 0;
     const auto W = static_cast<std::size_t>(world_size()), r = static_cast<std::size_t>(process_index());
-    check_same_size(data.size(), "kiln::Trainer::evaluate");
+    ranks_.check_same_size(data.size(), "kiln::Trainer::evaluate");
     in_order(data, "kiln::Trainer::evaluate", [&](const auto& bound, std::size_t count) {
       total += engine_.loss(bound, params_) * static_cast<double>(count);
     }, W, r);
-    if (W > 1) comm_->all_reduce_host(&total, 1);  // every rank's batches: the sum of all of them
+    total = ranks_.sum(total);  // every rank's batches: the sum of all of them
     return total / static_cast<double>(data.size());
   }
   // f(batch bound on the device, its sample count) for the batches of per_device_eval_batch_size
@@ -348,7 +347,7 @@ class Trainer {
     if (n == 0) throw ValueError(std::string(who) + ": the data has no samples");
     std::vector<std::size_t> rows(n);
     std::iota(rows.begin(), rows.end(), std::size_t{0});
-    StaticBatch<D> batch(device_);
+    train::StaticBatch<D> batch(device_);
     for (std::size_t first = first_batch * B; first < n; first += every * B) {
       const std::size_t count = std::min(B, n - first);
       f(batch.load(data.batch(std::span(rows).subspan(first, count))), count);
@@ -390,110 +389,12 @@ class Trainer {
   };
   using Engine = typename EngineOf<Trained>::type;
 
-  // The tensors of a dataset's batches on the trainer's device, kept from batch to batch (a
-  // new buffer only where the shape changes): a binding to each.
-  template <class D>
-  class StaticBatch {
-    using Fresh = decltype(std::declval<const D&>().batch(std::span<const std::size_t>{}).bindings());
-    template <class B>
-    struct Slot;
-    template <std::uint64_t Id, class U, class N>
-    struct Slot<Binding<Id, U, N>> {
-      Tensor<U> tensor;
-      Binding<Id, U, N> bind() const { return {&tensor}; }
-    };
-    template <class Tuple>
-    struct Slots;
-    template <class... Bs>
-    struct Slots<std::tuple<Bs...>> {
-      using type = std::tuple<Slot<std::remove_cvref_t<Bs>>...>;
-      using bound = std::tuple<std::remove_cvref_t<Bs>...>;
-    };
-
-   public:
-    explicit StaticBatch(Device device) : device_(device) {}
-    template <class Batch>
-    const typename Slots<Fresh>::bound& load(const Batch& fresh) {
-      const auto b = fresh.bindings();
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        ((copy_in(std::get<I>(slots_).tensor, *std::get<I>(b).tensor)), ...);
-        bound_ = {std::get<I>(slots_).bind()...};
-      }(std::make_index_sequence<std::tuple_size_v<Fresh>>{});
-      return bound_;
-    }
-
-   private:
-    template <class U>
-    void copy_in(Tensor<U>& dst, const Tensor<U>& src) {
-      if (!(dst.shape() == src.shape()) || dst.numel() == 0) dst = Tensor<U>(src.shape(), device_);
-      dst.copy_from(src);
-    }
-    Device device_;
-    typename Slots<Fresh>::type slots_;
-    typename Slots<Fresh>::bound bound_;
-  };
-
   // One update: the step with the batch and the hyper-parameters of this step; returns the
   // loss and the gradient norm before clipping.
   template <class Bound>
   std::pair<double, double> run_step(const Bound& batch, double lr) {
     hyper_.set(lr, static_cast<double>(global_step_ + 1), 1.0 / static_cast<double>(world_size()));
-    return engine_.step(batch, params_, moments_, hyper_, reducer_.get());
-  }
-
-  // In a data-parallel run: a ValueError on every rank unless every rank has `n` samples (each
-  // rank takes its share of the same data: different data would give ranks different numbers
-  // of steps, and the ones that stop first would leave the others waiting).
-  void check_same_size(std::size_t n, const char* who) {
-    if (world_size() < 2) return;
-    double sums[2] = {static_cast<double>(n), static_cast<double>(n) * static_cast<double>(n)};
-    comm_->all_reduce_host(sums, 2);
-    if (sums[1] * world_size() != sums[0] * sums[0])  // sum n^2 = (sum n)^2 / W only when all are equal
-      throw ValueError(std::string(who) + ": the ranks' datasets differ in size (this rank has " + std::to_string(n) +
-                       " samples, the mean is " + std::to_string(sums[0] / world_size()) +
-                       "): give every rank the same data, the Trainer takes each rank's share of it");
-  }
-
-  // The mean of a value over the ranks.
-  double mean_over_ranks(double v) {
-    comm_->all_reduce_host(&v, 1);
-    return v / static_cast<double>(comm_->size());
-  }
-
-  // What must be the same on every rank of a data-parallel run: the parameters and the training
-  // arguments that shape a step or the data order. One line each, so that the rendezvous's error
-  // names the first that differs.
-  static std::string fingerprint(const std::vector<std::pair<std::string, Shape>>& parts) {
-    std::string f = std::string("element ") + dtype_name<T>() + "\n";
-    for (const auto& [name, shape] : parts) f += "parameter " + name + " " + shape.str() + "\n";
-    return f;
-  }
-  std::string fingerprint_of_arguments() const {
-    const TrainingArguments& a = args_;
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "per_device_train_batch_size %ld\ngradient_accumulation_steps %ld\nmax_steps %ld\nnum_train_epochs %.17g\n"
-                  "seed %llu\nlearning_rate %.17g\nlr_scheduler_type %s\nwarmup_steps %ld\nweight_decay %.17g\n"
-                  "max_grad_norm %.17g\ndataloader_drop_last %d\nbf16 %d\nddp_bucket_cap_mb %.17g\n"
-                  "eval_steps %ld\nper_device_eval_batch_size %ld\nddp_backend %s\ndevice %s\n",
-                  a.per_device_train_batch_size, a.gradient_accumulation_steps, a.max_steps, a.num_train_epochs,
-                  static_cast<unsigned long long>(a.seed), a.learning_rate, a.lr_scheduler_type.c_str(), a.warmup_steps,
-                  a.weight_decay, a.max_grad_norm, a.dataloader_drop_last ? 1 : 0, a.bf16 ? 1 : 0, a.ddp_bucket_cap_mb,
-                  a.eval_steps, a.per_device_eval_batch_size, distributed::backend_for(a.ddp_backend, device_).c_str(),
-                  device_.is_cuda() ? "cuda" : "cpu");
-    return line;
-  }
-
-  // With the other ranks (comm_ of two or more): the buckets of the gradient sums, and rank 0's
-  // weights on every rank (the others' set to zero, then summed).
-  void join_ranks() {
-    using F = train::FlatState<T>;
-    const auto cap = static_cast<std::size_t>(args_.ddp_bucket_cap_mb * 1024 * 1024);
-    reducer_ = std::make_unique<distributed::Reducer<T>>(flat_->gradient_reducer(*comm_, std::max<std::size_t>(cap, 1)));
-    Tensor<T> weights = flat_->whole(F::kParam);
-    if (comm_->rank() != 0) weights.fill(T(0));
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) comm_->all_reduce_sum(weights.data(), weights.numel(), device_);
-    comm_->synchronize();
+    return engine_.step(batch, params_, moments_, hyper_, ranks_.reducer());
   }
 
   std::vector<std::size_t> epoch_order(std::size_t n) const {
@@ -502,16 +403,6 @@ class Trainer {
     std::mt19937_64 rng(args_.seed + static_cast<std::uint64_t>(epoch_));
     std::shuffle(order.begin(), order.end(), rng);
     return order;
-  }
-  // This rank's samples of the epoch: the epoch's order, or in a run of W ranks its samples r,
-  // r + W, r + 2W, ... of that order repeated to a multiple of W (see the top of this file).
-  std::vector<std::size_t> rank_order(std::size_t all) const {
-    std::vector<std::size_t> order = epoch_order(all);
-    const auto W = static_cast<std::size_t>(world_size()), r = static_cast<std::size_t>(process_index());
-    if (W == 1) return order;
-    std::vector<std::size_t> mine((all + W - 1) / W);
-    for (std::size_t j = 0; j < mine.size(); ++j) mine[j] = order[(j * W + r) % all];
-    return mine;
   }
   double epoch_now(std::size_t per_epoch) const {
     return static_cast<double>(epoch_) + static_cast<double>(step_in_epoch_) / static_cast<double>(per_epoch);
@@ -581,8 +472,7 @@ class Trainer {
 
   TrainingArguments args_;
   Device device_;
-  std::shared_ptr<distributed::Communicator> comm_;  // the ranks of a data-parallel run, or none
-  std::unique_ptr<distributed::Reducer<T>> reducer_;  // the gradients' sums over them
+  train::Ranks<T> ranks_;  // the ranks of a data-parallel run, or one
   std::shared_ptr<train::FlatState<T>> flat_;  // the memory of params_, moments_ and the gradients
   Parameters params_, moments_;                 // views of flat_'s parts
   train::Hyper<T> hyper_{device_};
