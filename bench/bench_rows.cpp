@@ -138,6 +138,31 @@ void Attn_EigenUnfused(benchmark::State& state) {
 }
 BENCHMARK(Attn_EigenUnfused)->Name("Attn/peer/EigenUnfused")->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// The attention of a training step: the char-GPT's (examples/train_gpt.cpp) causal attention,
+// q, k, v [32, 4, 64, 32] f32, forward and the gradients of q, k and v for a cotangent g (the
+// forward, the backward's statistics, then dq, dk and dv: five attention kernels). Against the
+// same through torch 1.13's autograd (bench/peers/torch_cpu.py, AttnGrad/peer/PyTorch). FLOPs:
+// the forward's two products and the backward's five, counted over the whole score matrix.
+constexpr std::size_t kGradB = 32, kGradH = 4, kGradS = 64, kGradD = 32;
+constexpr double kGradFlops = 14.0 * kGradB * kGradH * kGradS * kGradS * kGradD;
+constexpr double kGradBytes = 4.0 * 8 * kGradB * kGradH * kGradS * kGradD;  // q, k, v, g in; out, dq, dk, dv out
+template <bench::Mode M>
+void AttnGrad(benchmark::State& state) {
+  constexpr auto q = kiln::input<"q", 4>();
+  constexpr auto k = kiln::input<"k", 4>();
+  constexpr auto v = kiln::input<"v", 4>();
+  constexpr auto g = kiln::input<"g", 4>();
+  constexpr auto y = kiln::attention<kiln::causal>(q, k, v);
+  const auto [dq, dk, dv] = kiln::grad(kiln::sum(y * g), q, k, v);
+  const kiln::Shape shape{kGradB, kGradH, kGradS, kGradD};
+  const auto qt = kiln::randn<float>(shape, 21), kt = kiln::randn<float>(shape, 22), vt = kiln::randn<float>(shape, 23),
+             gt = kiln::randn<float>(shape, 24);
+  kiln::Tensor<float> unused;
+  bench::run_kiln<M>(state, kiln::outputs(y, dq, dk, dv), unused, q = qt, k = kt, v = vt, g = gt);
+  bench::set_counters(state, kGradBytes, kGradFlops);
+}
+BENCHMARK(AttnGrad<bench::Mode::Default>)->Name("AttnGrad/kiln/Default")->UseRealTime()->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -418,6 +418,9 @@ inline void gradients() {
   gradients_of<kiln::AttentionMask::Causal>({1, 4, 7, 3}, {1, 2, 7, 3}, 5, 670);
   gradients_of<kiln::AttentionMask::Causal>({1, 2, 3, 4}, {1, 1, 6, 4}, 4, 680);
   gradients_of<kiln::AttentionMask::Causal>({1, 1, 70, 2}, {1, 1, 70, 2}, 2, 690);  // two tiles each way
+  // A head as wide as a model's (the CPU kernel keeps 32 or 32 + 16 columns in registers and
+  // skips the pieces of a tile the causal mask hides), two tiles each way, grouped queries.
+  gradients_of<kiln::AttentionMask::Causal>({1, 2, 70, 32}, {1, 1, 70, 32}, 48, 710);
 }
 
 }  // namespace attention_cases

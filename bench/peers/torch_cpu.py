@@ -2,7 +2,8 @@
 """PyTorch on the CPU, the peer of W5 (docs/benchmarks.md): an MLP 784-1024-1024-10 with ReLU,
 cross-entropy and AdamW(lr=1e-3), batch 256, f32; one step is zero_grad, forward, backward and
 optimizer.step(). And of bench_rows' attention: softmax(q @ k^T * 0.125) @ v for q, k, v
-[1, 12, 512, 64], f32, as written without fused attention (torch 1.13 has none).
+[1, 12, 512, 64], f32, as written without fused attention (torch 1.13 has none); and of its
+AttnGrad, the char-GPT's causal attention [32, 4, 64, 32] with the gradients of q, k and v.
 Threads: as many as the machine has (torch.set_num_threads), like kiln; OpenBLAS's own threads
 off (OPENBLAS_NUM_THREADS=1 unless set, before torch loads the system BLAS), torch's fastest
 setting on a machine where OpenBLAS is the system BLAS (W5 on 2 cores: 26.6 ms a step, against
@@ -83,6 +84,26 @@ ATTN_FLOPS = 4.0 * 12 * 512 * 512 * 64
 ATTN_BYTES = 16.0 * 12 * 512 * 64
 
 
+def attention_grad():
+    # bench_rows' AttnGrad: the char-GPT's causal attention [32, 4, 64, 32], forward and the
+    # gradients of q, k and v for a cotangent g, through autograd.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(32, 4, 64, 32, requires_grad=True) for _ in range(3))
+    g = torch.randn(32, 4, 64, 32)
+    mask = torch.ones(64, 64, dtype=torch.bool).tril()
+
+    def call():
+        s = (q @ k.transpose(-2, -1)) * 32 ** -0.5
+        y = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        return torch.autograd.grad(y, (q, k, v), g)
+
+    return call
+
+
+GRAD_FLOPS = 14.0 * 32 * 4 * 64 * 64 * 32
+GRAD_BYTES = 4.0 * 8 * 32 * 4 * 64 * 32
+
+
 def entry(name, ms, flops, nbytes):
     return {"name": name, "run_name": name, "run_type": "iteration", "real_time": ms, "time_unit": "ms",
             "flop/s": flops / (ms * 1e-3), "bytes_per_second": nbytes / (ms * 1e-3)}
@@ -91,15 +112,17 @@ def entry(name, ms, flops, nbytes):
 def main():
     out = sys.argv[1]
     torch.set_num_threads(os.cpu_count())
-    w5_ms, attn_ms = time_ms(w5()), time_ms(attention())
+    w5_ms, attn_ms, grad_ms = time_ms(w5()), time_ms(attention()), time_ms(attention_grad())
     result = {
         "context": {"library": f"torch {torch.__version__}", "threads": torch.get_num_threads()},
         "benchmarks": [entry("W5/peer/PyTorch", w5_ms, FLOPS, BYTES),
-                       entry("Attn/peer/PyTorch", attn_ms, ATTN_FLOPS, ATTN_BYTES)],
+                       entry("Attn/peer/PyTorch", attn_ms, ATTN_FLOPS, ATTN_BYTES),
+                       entry("AttnGrad/peer/PyTorch", grad_ms, GRAD_FLOPS, GRAD_BYTES)],
     }
     json.dump(result, open(out, "w"), indent=1)
     print(f"W5/peer/PyTorch (torch {torch.__version__}, {torch.get_num_threads()} threads): {w5_ms:.2f} ms per step")
     print(f"Attn/peer/PyTorch: {attn_ms:.3f} ms per call")
+    print(f"AttnGrad/peer/PyTorch: {grad_ms:.3f} ms per call")
 
 
 if __name__ == "__main__":

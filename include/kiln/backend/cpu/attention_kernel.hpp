@@ -18,6 +18,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend/cpu/parallel.hpp"
@@ -113,56 +114,110 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
   static constexpr int kRows = sizeof(C) == 4 ? 4 : 2;
   static constexpr index_t kCols = 64 / (sizeof(C) / 4);
 
-  // s[r * kTile + j] = sum_x rows[r * dim + x] panel[x * kTile + j] for r < nr, every j < kTile
-  // (columns from nc on are not read by the callers).
-  template <int RB>
-  static void product_rows(const C* rows, const C* panel, index_t r, index_t dim, C* s) {
-    C acc[RB][kTile] = {};
+  // The columns of a tile that row r can see: [lo[r], hi[r]) (empty when lo >= hi). Under the
+  // causal mask about half of a diagonal tile is hidden, and the products below skip it.
+  struct Columns {
+    int lo[kTile], hi[kTile];
+  };
+  // Non-transposed (rows are queries i0 + r, columns keys j0 + c): query i sees the keys
+  // [first_key, keys_seen(i)). Transposed (rows keys, columns queries): key j is seen by the
+  // queries from first_query(j) on (keys_seen grows with the query), if it is in the window.
+  template <bool Transposed>
+  static void visible_columns(const Args& a, index_t b, index_t i0, index_t ni, index_t j0, index_t nj, Columns& cols) {
+    const index_t nr = Transposed ? nj : ni, nc = Transposed ? ni : nj, first = a.first_key(b);
+    for (index_t r = 0; r < nr; ++r) {
+      if constexpr (Transposed) {
+        const index_t key = j0 + r;
+        cols.lo[r] = static_cast<int>(key < first ? nc : std::clamp<index_t>(a.first_query(b, key, Causal) - i0, 0, nc));
+        cols.hi[r] = static_cast<int>(nc);
+      } else {
+        cols.lo[r] = static_cast<int>(std::clamp<index_t>(first - j0, 0, nc));
+        cols.hi[r] = static_cast<int>(std::clamp<index_t>(a.keys_seen(b, i0 + r, Causal) - j0, 0, nc));
+      }
+    }
+  }
+  // The columns rows [r, r + n) see together: [lo, hi), lo >= hi when none.
+  static std::pair<int, int> block_columns(const Columns& cols, index_t r, int n) {
+    int lo = static_cast<int>(kTile), hi = 0;
+    for (int i = 0; i < n; ++i)
+      if (cols.lo[r + i] < cols.hi[r + i]) lo = std::min(lo, cols.lo[r + i]), hi = std::max(hi, cols.hi[r + i]);
+    return {lo, hi};
+  }
+
+  // s[r * kTile + j] = sum_x rows[r * dim + x] panel[x * kTile + j] for r < nr and the columns
+  // the rows see, in pieces of kPiece columns (the others are left as they were: the callers
+  // read only seen columns). RB rows by N pieces of accumulators stay in registers.
+  static constexpr int kPiece = 16;
+  template <int RB, int N>
+  static void product_rows(const C* rows, const C* panel, index_t r, index_t dim, int c0, C* s) {
+    C acc[RB][N * kPiece] = {};
     for (index_t x = 0; x < dim; ++x) {
-      const C* __restrict p = panel + x * kTile;
+      const C* __restrict p = panel + x * kTile + c0;
       for (int i = 0; i < RB; ++i) {
         const C v = rows[(r + i) * dim + x];
         KILN_SIMD
-        for (index_t j = 0; j < kTile; ++j) acc[i][j] += v * p[j];
+        for (int j = 0; j < N * kPiece; ++j) acc[i][j] += v * p[j];
       }
     }
     for (int i = 0; i < RB; ++i)
-      for (index_t j = 0; j < kTile; ++j) s[(r + i) * kTile + j] = acc[i][j];
+      for (int j = 0; j < N * kPiece; ++j) s[(r + i) * kTile + c0 + j] = acc[i][j];
   }
-  static void product(const C* rows, const C* panel, index_t nr, index_t, index_t dim, C* s) {
-    index_t r = 0;
-    for (; r + kRows <= nr; r += kRows) product_rows<kRows>(rows, panel, r, dim, s);
-    for (; r < nr; ++r) product_rows<1>(rows, panel, r, dim, s);
-  }
-  // acc[r * dim + x] += sum_j w[r * kTile + j] rows[j * dim + x], for r < nr, j < nc, x < dim.
   template <int RB>
-  static void accumulate_rows(const C* w, const C* rows, index_t r, index_t nc, index_t dim, C* acc) {
-    for (index_t x0 = 0; x0 < dim; x0 += kCols) {
-      if (x0 + kCols > dim) {  // a ragged last block of columns
-        for (int i = 0; i < RB; ++i)
-          for (index_t j = 0; j < nc; ++j)
-            for (index_t x = x0; x < dim; ++x) acc[(r + i) * dim + x] += w[(r + i) * kTile + j] * rows[j * dim + x];
-        continue;
-      }
-      C o[RB][kCols];
-      for (int i = 0; i < RB; ++i)
-        for (index_t x = 0; x < kCols; ++x) o[i][x] = acc[(r + i) * dim + x0 + x];
-      for (index_t j = 0; j < nc; ++j) {
-        const C* __restrict src = rows + j * dim + x0;
-        for (int i = 0; i < RB; ++i) {
-          const C p = w[(r + i) * kTile + j];
-          KILN_SIMD
-          for (index_t x = 0; x < kCols; ++x) o[i][x] += p * src[x];
-        }
-      }
-      for (int i = 0; i < RB; ++i)
-        for (index_t x = 0; x < kCols; ++x) acc[(r + i) * dim + x0 + x] = o[i][x];
+  static void product_block(const C* rows, const C* panel, index_t r, index_t dim, const Columns& cols, C* s) {
+    static_assert(kTile == 4 * kPiece);
+    const auto [lo, hi] = block_columns(cols, r, RB);
+    if (lo >= hi) return;
+    const int c0 = lo / kPiece * kPiece, n = (hi - c0 + kPiece - 1) / kPiece;
+    switch (n) {
+      case 1: return product_rows<RB, 1>(rows, panel, r, dim, c0, s);
+      case 2: return product_rows<RB, 2>(rows, panel, r, dim, c0, s);
+      case 3: return product_rows<RB, 3>(rows, panel, r, dim, c0, s);
+      default: return product_rows<RB, 4>(rows, panel, r, dim, c0, s);
     }
   }
-  static void accumulate(const C* w, const C* rows, index_t nr, index_t nc, index_t dim, C* acc) {
+  static void product(const C* rows, const C* panel, index_t nr, index_t dim, const Columns& cols, C* s) {
     index_t r = 0;
-    for (; r + kRows <= nr; r += kRows) accumulate_rows<kRows>(w, rows, r, nc, dim, acc);
-    for (; r < nr; ++r) accumulate_rows<1>(w, rows, r, nc, dim, acc);
+    for (; r + kRows <= nr; r += kRows) product_block<kRows>(rows, panel, r, dim, cols, s);
+    for (; r < nr; ++r) product_block<1>(rows, panel, r, dim, cols, s);
+  }
+  // acc[r * dim + x] += sum_j w[r * kTile + j] rows[j * dim + x], for r < nr, x < dim and j over
+  // the columns the block of rows sees (w is 0 at a row's hidden columns, which are skipped where
+  // the whole block hides them): RB rows by CB columns of accumulators in registers at a time,
+  // CB the widest of kCols, kCols / 2 and kCols / 4 that fits what is left of the row (a head_dim
+  // of 32 or 48 stays in registers), a last ragged piece of fewer columns accumulated in memory.
+  template <int RB, index_t CB>
+  static void accumulate_block(const C* w, const C* rows, index_t r, int j_lo, int j_hi, index_t dim, index_t x0, C* acc) {
+    C o[RB][CB];
+    for (int i = 0; i < RB; ++i)
+      for (index_t x = 0; x < CB; ++x) o[i][x] = acc[(r + i) * dim + x0 + x];
+    for (int j = j_lo; j < j_hi; ++j) {
+      const C* __restrict src = rows + j * dim + x0;
+      for (int i = 0; i < RB; ++i) {
+        const C p = w[(r + i) * kTile + j];
+        KILN_SIMD
+        for (index_t x = 0; x < CB; ++x) o[i][x] += p * src[x];
+      }
+    }
+    for (int i = 0; i < RB; ++i)
+      for (index_t x = 0; x < CB; ++x) acc[(r + i) * dim + x0 + x] = o[i][x];
+  }
+  template <int RB>
+  static void accumulate_rows(const C* w, const C* rows, index_t r, const Columns& cols, index_t dim, C* acc) {
+    const auto [j_lo, j_hi] = block_columns(cols, r, RB);
+    if (j_lo >= j_hi) return;
+    index_t x0 = 0;
+    for (; x0 + kCols <= dim; x0 += kCols) accumulate_block<RB, kCols>(w, rows, r, j_lo, j_hi, dim, x0, acc);
+    if (x0 + kCols / 2 <= dim) accumulate_block<RB, kCols / 2>(w, rows, r, j_lo, j_hi, dim, x0, acc), x0 += kCols / 2;
+    if (x0 + kCols / 4 <= dim) accumulate_block<RB, kCols / 4>(w, rows, r, j_lo, j_hi, dim, x0, acc), x0 += kCols / 4;
+    if (x0 == dim) return;
+    for (int i = 0; i < RB; ++i)  // the ragged last columns
+      for (int j = j_lo; j < j_hi; ++j)
+        for (index_t x = x0; x < dim; ++x) acc[(r + i) * dim + x] += w[(r + i) * kTile + j] * rows[j * dim + x];
+  }
+  static void accumulate(const C* w, const C* rows, index_t nr, const Columns& cols, index_t dim, C* acc) {
+    index_t r = 0;
+    for (; r + kRows <= nr; r += kRows) accumulate_rows<kRows>(w, rows, r, cols, dim, acc);
+    for (; r < nr; ++r) accumulate_rows<1>(w, rows, r, cols, dim, acc);
   }
   static T* out_row(const Args& a, index_t b, index_t h, index_t i, index_t heads, index_t len, index_t dim) {
     return a.out + ((b * heads + h) * len + i) * dim;
@@ -186,42 +241,50 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
     const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
     for (index_t j0 = a.first_key(b); j0 < kend; j0 += kTile) {
       const index_t nj = std::min(kTile, kend - j0);
+      Columns cols;
+      visible_columns<false>(a, b, i0, ni, j0, nj, cols);
       load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
-      product(w.rows_a, w.panel_a, ni, nj, D, w.s);
+      product(w.rows_a, w.panel_a, ni, D, cols, w.s);
       if constexpr (kStats) {  // g v^T
         load_panel<Desc::v_slot>(a, b, hk, j0, nj, Dv, w.panel_b);
-        product(w.rows_b, w.panel_b, ni, nj, Dv, w.s2);
+        product(w.rows_b, w.panel_b, ni, Dv, cols, w.s2);
       } else {
         load_rows<Desc::v_slot>(a, b, hk, j0, nj, Dv, C(1), w.rows_c);
       }
       for (index_t r = 0; r < ni; ++r) {
-        C* s = w.s + r * kTile;
-        const index_t lim = std::clamp<index_t>(a.keys_seen(b, i0 + r, Causal) - j0, 0, nj);
+        C* __restrict s = w.s + r * kTile;
+        const int lim = cols.hi[r];  // the query sees keys [0, lim) of the tile (j0 >= first_key)
         C mx = kNegInf;
         KILN_SIMD_REDUCE(max, mx)
-        for (index_t j = 0; j < lim; ++j) mx = mx > s[j] ? mx : s[j];
+        for (int j = 0; j < lim; ++j) mx = mx > s[j] ? mx : s[j];
         const C m_new = std::max(w.m[r], mx);
         if (m_new == kNegInf) {  // no key seen yet
           std::fill(s, s + nj, C(0));
           continue;
         }
         const C corr = w.m[r] == kNegInf ? C(0) : std::exp(w.m[r] - m_new);
+        // The seen keys' exponentials (kiln's SIMD exp) and their sum, the others 0, in one
+        // loop over the tile with a select (the form GCC vectorizes; a loop to lim alone, or
+        // exp of a clamped argument, ran scalar).
         C sum = 0, dot = 0;
         KILN_SIMD_REDUCE(+, sum)
-        for (index_t j = 0; j < nj; ++j) {
-          const C e = math::exp(j < lim ? s[j] - m_new : C(-1000));  // kiln's SIMD exp (0 below -87)
-          s[j] = j < lim ? e : C(0);
-          sum += s[j];
+        for (int j = 0; j < static_cast<int>(nj); ++j) {
+          const C e = j < lim ? math::exp(s[j] - m_new) : C(0);
+          s[j] = e;
+          sum += e;
         }
-        if constexpr (kStats)
-          for (index_t j = 0; j < nj; ++j) dot += s[j] * w.s2[r * kTile + j];
+        if constexpr (kStats) {
+          const C* __restrict dp = w.s2 + r * kTile;
+          KILN_SIMD_REDUCE(+, dot)
+          for (int j = 0; j < lim; ++j) dot += s[j] * dp[j];
+        }
         w.l[r] = w.l[r] * corr + sum;
         w.u[r] = w.u[r] * corr + dot;
         w.m[r] = m_new;
         if constexpr (!kStats)
           for (index_t x = 0; x < Dv; ++x) w.acc[r * Dv + x] *= corr;
       }
-      if constexpr (!kStats) accumulate(w.s, w.rows_c, ni, nj, Dv, w.acc);
+      if constexpr (!kStats) accumulate(w.s, w.rows_c, ni, cols, Dv, w.acc);
     }
     for (index_t r = 0; r < ni; ++r) {
       const bool seen = w.l[r] > C(0);
@@ -237,28 +300,37 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
     }
   }
 
-  // The probabilities p = exp(s - lse) of a tile of scores in place (0 where masked or where
-  // the query sees no key), then, with dp = g v^T in s2, ds = p (dp - delta) in s2.
-  // Row r is query i0 + r, column c key j0 + c; `transposed`: row r is key j0 + r, column c
-  // query i0 + c.
-  static void probabilities(const Args& a, const Buffers& w, index_t b, index_t i0, index_t ni, index_t j0, index_t nj, bool transposed,
-                            bool with_ds) {
-    const index_t nr = transposed ? nj : ni, nc = transposed ? ni : nj, first = a.first_key(b);
+  // The probabilities p = exp(s - lse) of a tile of scores in place (0 where hidden or where
+  // the query sees no key), then, WithDs, with dp = g v^T in s2, ds = p (dp - delta) in s2 (0
+  // where p is). Row r is query i0 + r, column c key j0 + c; Transposed: row r is key j0 + r,
+  // column c query i0 + c. Every column below nc is written; the options are template arguments
+  // so that each loop has no branch and vectorizes.
+  template <bool Transposed, bool WithDs>
+  static void probabilities(const Buffers& w, index_t nr, index_t nc, const Columns& cols) {
+    const C* __restrict lse = w.lse;
+    const C* __restrict delta = w.delta;
     for (index_t r = 0; r < nr; ++r) {
       C* __restrict s = w.s + r * kTile;
       C* __restrict d = w.s2 + r * kTile;
-      // Per row of the tile: the first and last visible columns, and the statistics of a query row.
-      const index_t lo = transposed ? 0 : first - j0, seen = transposed ? 0 : a.keys_seen(b, i0 + r, Causal) - j0;
-      const C lse_row = transposed ? C(0) : w.lse[r], delta_row = transposed ? C(0) : w.delta[r];
-      KILN_SIMD
-      for (index_t c = 0; c < nc; ++c) {
-        // transposed: key j0 + r against query i0 + c (visible when first <= j0 + r < keys_seen(i0 + c))
-        const C lse = transposed ? w.lse[c] : lse_row;
-        const bool visible =
-            (transposed ? j0 + r >= first && j0 + r < a.keys_seen(b, i0 + c, Causal) : c >= lo && c < seen) && lse != kNegInf;
-        const C p = math::exp(visible ? s[c] - lse : C(-1000));
-        s[c] = visible ? p : C(0);
-        if (with_ds) d[c] = s[c] * (d[c] - (transposed ? w.delta[c] : delta_row));
+      const int lo = cols.lo[r], hi = cols.hi[r];
+      if constexpr (Transposed) {  // each column has its query's statistics
+        KILN_SIMD
+        for (int c = 0; c < static_cast<int>(nc); ++c) {
+          const bool visible = c >= lo && c < hi && lse[c] != kNegInf;
+          const C p = visible ? math::exp(s[c] - lse[c]) : C(0);
+          s[c] = p;
+          if constexpr (WithDs) d[c] = visible ? p * (d[c] - delta[c]) : C(0);
+        }
+      } else {
+        const C lse_r = lse[r], delta_r = delta[r];
+        const bool any = lse_r != kNegInf;
+        KILN_SIMD
+        for (int c = 0; c < static_cast<int>(nc); ++c) {
+          const bool visible = any && c >= lo && c < hi;
+          const C p = visible ? math::exp(s[c] - lse_r) : C(0);
+          s[c] = p;
+          if constexpr (WithDs) d[c] = visible ? p * (d[c] - delta_r) : C(0);
+        }
       }
     }
   }
@@ -283,13 +355,15 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
     const index_t kend = a.keys_seen(b, i0 + ni - 1, Causal);
     for (index_t j0 = a.first_key(b); j0 < kend; j0 += kTile) {
       const index_t nj = std::min(kTile, kend - j0);
+      Columns cols;
+      visible_columns<false>(a, b, i0, ni, j0, nj, cols);
       load_panel<Desc::k_slot>(a, b, hk, j0, nj, D, w.panel_a);
-      product(w.rows_a, w.panel_a, ni, nj, D, w.s);
+      product(w.rows_a, w.panel_a, ni, D, cols, w.s);
       load_panel<Desc::v_slot>(a, b, hk, j0, nj, Dv, w.panel_b);
-      product(w.rows_b, w.panel_b, ni, nj, Dv, w.s2);
-      probabilities(a, w, b, i0, ni, j0, nj, false, true);
+      product(w.rows_b, w.panel_b, ni, Dv, cols, w.s2);
+      probabilities<false, true>(w, ni, nj, cols);
       load_rows<Desc::k_slot>(a, b, hk, j0, nj, D, C(1), w.rows_c);
-      accumulate(w.s2, w.rows_c, ni, nj, D, w.acc);
+      accumulate(w.s2, w.rows_c, ni, cols, D, w.acc);
     }
     for (index_t r = 0; r < ni; ++r) {
       T* o = out_row(a, b, h, i0 + r, a.heads, a.q_len, D);
@@ -310,19 +384,21 @@ struct AttentionKernelCpu<lower::AttentionKernel<T, Part, Causal, NL, I>> {
     for (index_t h = hk * group; h < (hk + 1) * group; ++h)
       for (index_t i0 = first; i0 < a.q_len; i0 += kTile) {
         const index_t ni = std::min(kTile, a.q_len - i0);
+        Columns cols;
+        visible_columns<true>(a, b, i0, ni, j0, nj, cols);
         load_stats<Desc::stats_slot>(a, b, h, i0, ni, w.lse, w.delta);
         load_panel<Desc::q_slot>(a, b, h, i0, ni, D, w.panel_a);
-        product(w.rows_a, w.panel_a, nj, ni, D, w.s);
+        product(w.rows_a, w.panel_a, nj, D, cols, w.s);
         if constexpr (kGradK) {
           load_panel<Desc::g_slot>(a, b, h, i0, ni, Dv, w.panel_b);
-          product(w.rows_b, w.panel_b, nj, ni, Dv, w.s2);  // (g v^T)^T
-          probabilities(a, w, b, i0, ni, j0, nj, true, true);
+          product(w.rows_b, w.panel_b, nj, Dv, cols, w.s2);  // (g v^T)^T
+          probabilities<true, true>(w, nj, ni, cols);
           load_rows<Desc::q_slot>(a, b, h, i0, ni, D, C(1), w.rows_c);
-          accumulate(w.s2, w.rows_c, nj, ni, D, w.acc);
+          accumulate(w.s2, w.rows_c, nj, cols, D, w.acc);
         } else {
-          probabilities(a, w, b, i0, ni, j0, nj, true, false);
+          probabilities<true, false>(w, nj, ni, cols);
           load_rows<Desc::g_slot>(a, b, h, i0, ni, Dv, C(1), w.rows_c);
-          accumulate(w.s, w.rows_c, nj, ni, Dv, w.acc);
+          accumulate(w.s, w.rows_c, nj, cols, Dv, w.acc);
         }
       }
     const C mul = kGradK ? a.scale : C(1);
