@@ -37,7 +37,6 @@ class Ranks {
                                 std::chrono::milliseconds(static_cast<long long>(args.ddp_timeout * 1000)));
   }
 
-  bool distributed() const { return comm_ != nullptr; }
   int rank() const { return comm_ ? comm_->rank() : 0; }
   int size() const { return comm_ ? comm_->size() : 1; }
   // The gradients' sums, bucket by bucket, for the step (null when not distributed).
@@ -80,9 +79,9 @@ class Ranks {
   // This rank's share of an epoch's `order` (the same on every rank): all of it, or in a run of
   // W ranks its samples r, r + W, r + 2W, ... of the order repeated to a multiple of W, as
   // torch's DistributedSampler takes them.
-  std::vector<std::size_t> share(const std::vector<std::size_t>& order) const {
+  std::vector<std::size_t> share(std::vector<std::size_t> order) const {
     const auto W = static_cast<std::size_t>(size()), r = static_cast<std::size_t>(rank());
-    if (W == 1) return order;
+    if (W == 1) return order;  // moved out, not copied
     const std::size_t all = order.size();
     std::vector<std::size_t> mine((all + W - 1) / W);
     for (std::size_t j = 0; j < mine.size(); ++j) mine[j] = order[(j * W + r) % all];
